@@ -1,0 +1,33 @@
+"""Build of the uringloop extension: Cython core + the C ring layer.
+
+`URINGLOOP_DEBUG=1 pip install -e .` builds with -DURINGLOOP_DEBUG and
+Cython line tracing off, asserts on.
+"""
+import os
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+debug = os.environ.get("URINGLOOP_DEBUG") == "1"
+
+extension = Extension(
+    "uringloop.core",
+    sources=["uringloop/core.pyx", "uringloop/ring/ring.c"],
+    include_dirs=["uringloop"],
+    depends=[
+        "uringloop/ring/abi.h", "uringloop/ring/ring.h",
+        "uringloop/ring/sockaddr.h", "uringloop/includes/ring.pxd",
+        "uringloop/core.pxd", "uringloop/operation.pyx",
+        "uringloop/sockops.pyx", "uringloop/fdwatch.pyx",
+    ],
+    extra_compile_args=["-O2", "-Wno-unused-function"]
+    + (["-DURINGLOOP_DEBUG", "-UNDEBUG", "-O0", "-g"] if debug else []),
+)
+
+setup(
+    ext_modules=cythonize(
+        [extension],
+        compiler_directives={"language_level": "3", "embedsignature": True},
+        compile_time_env={"DEBUG": debug},
+    ),
+)

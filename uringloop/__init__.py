@@ -1,0 +1,88 @@
+"""uringloop: an asyncio event loop for Linux built on io_uring.
+
+    import uringloop
+    uringloop.run(main())
+    asyncio.Runner(loop_factory=uringloop.new_event_loop)
+    uringloop.install()
+
+When the kernel or a sandbox refuses io_uring, Loop() and new_event_loop()
+raise RingUnavailableError; run() and install() fall back to the stdlib loop
+with one warning, unless strict (the `strict=True` argument or the
+environment variable URINGLOOP_STRICT=1).
+"""
+import asyncio as _asyncio
+import os as _os
+import warnings as _warnings
+
+from .core import Loop, RingUnavailableError, features
+
+__all__ = ("run", "new_event_loop", "install", "EventLoopPolicy", "Loop",
+           "RingUnavailableError", "features")
+__version__ = "0.1.0.dev0"
+
+_fallback_warned = False
+
+
+def new_event_loop() -> Loop:
+    """A new uringloop Loop. Raises RingUnavailableError if io_uring cannot
+    be used."""
+    return Loop()
+
+
+def _strict(strict):
+    if strict is None:
+        return _os.environ.get("URINGLOOP_STRICT", "") not in ("", "0")
+    return strict
+
+
+def _warn_fallback(exc):
+    global _fallback_warned
+    if not _fallback_warned:
+        _fallback_warned = True
+        _warnings.warn(f"uringloop: io_uring unavailable, using the stdlib "
+                       f"asyncio loop instead ({exc})", RuntimeWarning,
+                       stacklevel=3)
+
+
+def _loop_factory(strict):
+    """new_event_loop, or the stdlib loop after one warning when io_uring is
+    refused and not strict."""
+    try:
+        features_ = features()
+    except Exception:       # pragma: no cover - probing itself failed
+        features_ = {"available": True}
+    if not features_["available"] and not strict:
+        _warn_fallback(features_["error"])
+        return _asyncio.new_event_loop
+    return new_event_loop
+
+
+def run(main, *, debug=None, strict=None):
+    """Run coroutine `main` on a new uringloop and return its result, like
+    asyncio.run().  Falls back to the stdlib loop (one RuntimeWarning) when
+    io_uring is refused; with strict=True (or URINGLOOP_STRICT=1) raises
+    RingUnavailableError instead."""
+    factory = _loop_factory(_strict(strict))
+    with _asyncio.Runner(debug=debug, loop_factory=factory) as runner:
+        return runner.run(main)
+
+
+class EventLoopPolicy(_asyncio.DefaultEventLoopPolicy):
+    """A policy whose new loops are uringloop Loops."""
+
+    def _loop_factory(self):
+        return new_event_loop()
+
+
+def install(*, strict=None):
+    """Make uringloop the loop of asyncio's default policy.  When io_uring
+    is refused, leaves the stdlib policy in place with one RuntimeWarning
+    (or, strict, raises RingUnavailableError)."""
+    strict = _strict(strict)
+    info = features()
+    if not info["available"]:
+        if strict:
+            raise RingUnavailableError(info["error"])
+        _warn_fallback(info["error"])
+        return
+    _asyncio.set_event_loop_policy(EventLoopPolicy())

@@ -1,0 +1,60 @@
+# Declarations of the loop core; bodies live in core.pyx and the files it
+# includes (operation.pyx, sockops.pyx, fdwatch.pyx).
+
+from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t
+from .includes.ring cimport ul_ring, io_uring_sqe
+
+
+cdef class Operation:
+    # One request the kernel may still be working on.  Life cycle:
+    #   queued (SQE written, reference taken) -> in flight (submitted)
+    #   -> completed (last CQE: F_MORE clear; reference dropped).
+    # A cancelled operation stays alive, with its buffers, until that last CQE.
+    cdef RingLoop loop
+    cdef object future
+    cdef bint in_flight
+    cdef bint cancel_requested
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
+    cdef int abandon(self) except -1
+    cdef int watch_future(self, object fut) except -1
+    cdef bint waiter_gone(self)
+    cdef int fail(self, int32_t res) except -1
+
+
+cdef class RingLoop:
+    cdef ul_ring ring
+    cdef bint ring_open
+    cdef bint ring_enabled
+    cdef unsigned char ops_supported[256]
+    cdef int wakeup_fd
+    cdef Operation wakeup_op
+    cdef Py_ssize_t ops_in_flight
+    cdef bint draining
+    cdef int owner_pid
+
+    # BaseEventLoop's own state, kept in C slots for the run loop
+    cdef public object _ready
+    cdef public object _scheduled
+    cdef public bint _stopping
+    cdef public Py_ssize_t _timer_cancelled_count
+    cdef public object _debug
+    cdef public double _clock_resolution
+    cdef public object _current_handle
+
+    cdef object readers           # fd -> FdWatch
+    cdef object writers           # fd -> FdWatch
+    cdef object recv_leftover     # fd -> bytes received after a cancel
+
+    cdef io_uring_sqe *sqe_for(self, Operation op) except NULL
+    cdef int submit_pending(self) except -1
+    cdef int cancel_op(self, Operation op) except -1
+    cdef int wait_and_reap(self, int64_t timeout_ns) except -1
+    cdef int reap(self) except -1
+    cdef int ensure_enabled(self) except -1
+    cdef int arm_wakeup(self) except -1
+    cdef int run_ready(self) except -1
+    cdef close_ring_now(self)
+    cdef raise_enter_error(self, int ret)
+    cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args)
+    cdef object remove_watch(self, dict watches, object fd)

@@ -1,0 +1,927 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The uringloop event loop core.
+
+Why it is built this way
+------------------------
+Every socket operation of the loop is an io_uring request.  The loop owns one
+ring, made with SINGLE_ISSUER | DEFER_TASKRUN where the kernel allows: with
+DEFER_TASKRUN the kernel runs completion work only inside our own
+io_uring_enter(GETEVENTS) call, so a completion can never touch a buffer while
+Python code runs, and SINGLE_ISSUER lets the kernel skip its locking.  The
+price is that only one thread may submit: the ring is created disabled
+(R_DISABLED) and enabled by the first thread that runs the loop; other threads
+wake it through an eventfd that a READ request of the loop always watches.
+
+One iteration (RingLoop._run_once) is:
+
+    timeout = 0 if callbacks are ready, else until the nearest timer
+    io_uring_enter: submit every queued SQE, wait for >= 1 CQE or the timeout
+    reap every CQE: user_data is the Operation object, its complete() runs
+    move expired timers to the ready queue, run the ready callbacks
+
+so an idle or busy loop makes one system call per iteration.  When callbacks
+are ready, nothing is queued and the kernel has raised no IORING_SQ_TASKRUN,
+the enter is skipped altogether.
+
+Ownership: the user_data of an SQE is a borrowed pointer to an Operation that
+holds one extra reference for as long as the kernel may post a CQE for it (to
+the CQE without IORING_CQE_F_MORE).  The Operation holds the buffers the
+kernel reads or writes.  Cancelling the future that waits on an operation
+sends IORING_OP_ASYNC_CANCEL and still waits for the real completion; data
+that arrives for a cancelled receive is kept and returned by the next receive
+on that socket, so no byte is lost.  Loop.close() cancels everything in flight
+and reaps until the kernel has let go, before the ring is unmapped.
+
+The rest of asyncio.AbstractEventLoop (timers, handles, executors, exception
+handler, async generators) is CPython's BaseEventLoop: the run loop here works
+on its data structures (_ready, _scheduled), so behaviour matches the stdlib.
+"""
+
+cimport cython
+from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, Py_buffer,
+                             PyBUF_SIMPLE, PyBUF_WRITABLE)
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.exc cimport PyErr_CheckSignals
+from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t, uintptr_t
+from libc.string cimport memcpy
+from libc.errno cimport errno
+
+from .includes.ring cimport *
+
+import asyncio
+import collections
+import errno as _errno
+import heapq
+import os
+import socket
+import sys
+import threading
+import warnings
+
+from asyncio import base_events, events, exceptions, futures
+from asyncio.log import logger
+
+cdef extern from "<errno.h>" nogil:
+    int EINTR, EAGAIN, ECANCELED, ETIME, EBUSY, EEXIST, EINVAL
+
+cdef extern from "<sys/eventfd.h>" nogil:
+    int eventfd(unsigned int initval, int flags)
+    int eventfd_write(int fd, uint64_t value)
+    int EFD_NONBLOCK
+    int EFD_CLOEXEC
+
+cdef extern from "<time.h>" nogil:
+    struct timespec:
+        long tv_sec
+        long tv_nsec
+    int clock_gettime(int clk, timespec *ts)
+    int CLOCK_MONOTONIC
+
+cdef extern from "<unistd.h>" nogil:
+    int close(int fd)
+
+cdef extern from "Python.h":
+    int _PyBytes_Resize(PyObject **obj, Py_ssize_t newsize) except -1
+
+cdef extern from "<poll.h>":
+    unsigned POLLIN
+    unsigned POLLOUT
+    unsigned POLLERR
+    unsigned POLLHUP
+    unsigned POLLPRI
+
+
+# Setup flags we ask for; ring.c drops the ones an older kernel refuses.
+cdef unsigned WANTED_SETUP_FLAGS = (
+    IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER
+    | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG
+    | IORING_SETUP_R_DISABLED | IORING_SETUP_NO_SQARRAY)
+
+cdef unsigned SQ_ENTRIES = 2048
+cdef unsigned CQ_ENTRIES = 16384
+cdef double MAXIMUM_TIMEOUT = 24 * 3600.0
+# How long close() waits for the kernel to give back in-flight requests.
+cdef double CLOSE_DRAIN_SECONDS = 5.0
+
+
+class RingUnavailableError(OSError):
+    """io_uring cannot be used in this process.
+
+    Raised by Loop() and new_event_loop() when io_uring_setup fails: EPERM
+    when a seccomp profile (Docker's default) or the sysctl
+    kernel.io_uring_disabled forbids it, ENOSYS or EINVAL when the kernel is
+    older than uringloop needs (Linux 6.1).  uringloop.run() and install()
+    fall back to the stdlib loop instead, with one warning.
+    """
+
+
+_SETUP_HINTS = {
+    _errno.EPERM: ("io_uring is forbidden in this process: a seccomp filter "
+                   "(Docker's default profile) or the sysctl "
+                   "kernel.io_uring_disabled=2 (or =1 without CAP_SYS_ADMIN "
+                   "or the io_uring_group). Allow io_uring_setup, "
+                   "io_uring_enter and io_uring_register in the seccomp "
+                   "profile, or set kernel.io_uring_disabled=0"),
+    _errno.ENOSYS: "this kernel has no io_uring (Linux 6.1 or newer needed)",
+    _errno.EINVAL: "this kernel's io_uring is too old (Linux 6.1 or newer needed)",
+    _errno.ENOMEM: ("not enough locked memory for the ring; raise "
+                    "RLIMIT_MEMLOCK (ulimit -l)"),
+}
+
+
+cdef object setup_error(int res):
+    err = -res
+    hint = _SETUP_HINTS.get(err, os.strerror(err))
+    return RingUnavailableError(err, f"io_uring_setup failed: {hint}")
+
+
+cdef object convert_error(int res):
+    """The Python exception for a negative CQE result."""
+    if res == -ECANCELED:
+        return exceptions.CancelledError()
+    return OSError(-res, os.strerror(-res))
+
+
+cdef inline double monotonic() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+include "operation.pyx"
+include "sockops.pyx"
+include "fdwatch.pyx"
+
+
+cdef class RingLoop:
+    """The C half of Loop: the ring, the run loop and completion dispatch."""
+
+    def __cinit__(self, *args, **kwargs):
+        cdef int ret
+        self.ring_open = False
+        self.wakeup_fd = -1
+        ret = ul_ring_init(&self.ring, SQ_ENTRIES, CQ_ENTRIES, WANTED_SETUP_FLAGS)
+        if ret < 0:
+            raise setup_error(ret)
+        self.ring_open = True
+        self.ring_enabled = not (self.ring.setup_flags & IORING_SETUP_R_DISABLED)
+        ret = ul_ring_probe(&self.ring, self.ops_supported)
+        if ret < 0:
+            self.close_ring_now()
+            raise setup_error(ret)
+        # Blocking on purpose: io_uring returns -EAGAIN for a READ of an
+        # O_NONBLOCK file instead of waiting for it.
+        self.wakeup_fd = eventfd(0, EFD_CLOEXEC)
+        if self.wakeup_fd < 0:
+            err = errno
+            self.close_ring_now()
+            raise OSError(err, "eventfd failed")
+        self.owner_pid = os.getpid()
+        self.readers = {}
+        self.writers = {}
+        self.recv_leftover = {}
+        self.ops_in_flight = 0
+        self.draining = False
+        self.arm_wakeup()
+
+    def __dealloc__(self):
+        # Normally close() has drained and closed the ring.  An unclosed loop
+        # is only collected when no operation holds it, i.e. none is in flight.
+        if self.ring_open:
+            ul_ring_exit(&self.ring)
+            self.ring_open = False
+        if self.wakeup_fd >= 0:
+            close(self.wakeup_fd)
+            self.wakeup_fd = -1
+
+    cdef close_ring_now(self):
+        if self.ring_open:
+            ul_ring_exit(&self.ring)
+            self.ring_open = False
+
+    # ---- submission -------------------------------------------------
+
+    cdef int ensure_enabled(self) except -1:
+        cdef int ret
+        if self.ring_enabled:
+            return 0
+        ret = ul_ring_enable(&self.ring)
+        if ret < 0:
+            raise OSError(-ret, f"cannot enable the io_uring: {os.strerror(-ret)}")
+        self.ring_enabled = True
+        return 0
+
+    cdef io_uring_sqe *sqe_for(self, Operation op) except NULL:
+        """A fresh SQE whose user_data is `op` (None: a request whose
+        completion nobody reads, such as a cancel)."""
+        cdef io_uring_sqe *sqe
+        if not self.ring_open:
+            raise RuntimeError("Event loop is closed")
+        sqe = ul_get_sqe(&self.ring)
+        if sqe == NULL:
+            self.submit_pending()
+            sqe = ul_get_sqe(&self.ring)
+            if sqe == NULL:
+                raise RuntimeError("io_uring submission queue stays full")
+        if op is not None:
+            Py_INCREF(op)
+            op.in_flight = True
+            self.ops_in_flight += 1
+            ul_sqe_set_data(sqe, <uint64_t><uintptr_t><PyObject *>op)
+        return sqe
+
+    cdef int submit_pending(self) except -1:
+        """Hand queued SQEs to the kernel now, without waiting."""
+        cdef int ret
+        self.ensure_enabled()
+        ret = ul_ring_enter(&self.ring, 0, 0)
+        if ret == -EBUSY or ret == -EAGAIN:
+            # The completion queue is backed up: make room and try once more.
+            self.reap()
+            ret = ul_ring_enter(&self.ring, 0, 0)
+        if ret < 0 and ret != -ETIME and ret != -EINTR and ret != -EBUSY and ret != -EAGAIN:
+            self.raise_enter_error(ret)
+        return 0
+
+    cdef raise_enter_error(self, int ret):
+        if ret == -EEXIST:
+            raise RuntimeError(
+                "uringloop: this loop's io_uring belongs to the thread that "
+                "first ran it; run it from that thread only")
+        raise OSError(-ret, f"io_uring_enter: {os.strerror(-ret)}")
+
+    cdef int cancel_op(self, Operation op) except -1:
+        cdef io_uring_sqe *sqe
+        if not op.in_flight or op.cancel_requested or not self.ring_open:
+            return 0
+        op.cancel_requested = True
+        sqe = self.sqe_for(None)
+        ul_prep_cancel(sqe, <uint64_t><uintptr_t><PyObject *>op, 0)
+        ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
+        return 0
+
+    cdef int arm_wakeup(self) except -1:
+        if self.wakeup_op is None:
+            self.wakeup_op = WakeupRead.__new__(WakeupRead)
+            self.wakeup_op.loop = self
+        (<WakeupRead>self.wakeup_op).arm()
+        return 0
+
+    def _write_to_self(self):
+        # Called by call_soon_threadsafe from any thread.
+        if self.wakeup_fd >= 0:
+            eventfd_write(self.wakeup_fd, 1)
+
+    # ---- completion ------------------------------------------------
+
+    cdef int wait_and_reap(self, int64_t timeout_ns) except -1:
+        cdef int ret
+        cdef unsigned wait_nr = 0 if timeout_ns == 0 else 1
+        if (timeout_ns == 0 and ul_sq_pending(&self.ring) == 0
+                and (self.ring.setup_flags & IORING_SETUP_TASKRUN_FLAG)
+                and not ul_sq_taskrun(&self.ring)
+                and not ul_cq_overflowed(&self.ring)):
+            # Nothing to submit and the kernel holds no completion work for
+            # us: the system call would return at once with nothing.
+            self.reap()
+            return 0
+        self.ensure_enabled()
+        with nogil:
+            ret = ul_ring_enter(&self.ring, wait_nr, timeout_ns)
+        if ret < 0:
+            if ret == -EINTR:
+                PyErr_CheckSignals()
+            elif ret != -ETIME and ret != -EBUSY and ret != -EAGAIN:
+                self.raise_enter_error(ret)
+        self.reap()
+        return 0
+
+    cdef int reap(self) except -1:
+        cdef io_uring_cqe *cqe
+        cdef uint64_t user_data
+        cdef int32_t res
+        cdef uint32_t flags
+        cdef Operation op
+        cdef bint final
+        while ul_cq_ready(&self.ring):
+            cqe = ul_cq_at(&self.ring, 0)
+            user_data = cqe.user_data
+            res = cqe.res
+            flags = cqe.flags
+            ul_cq_advance(&self.ring, 1)
+            if user_data == 0:
+                continue
+            op = <Operation><PyObject *><uintptr_t>user_data
+            final = (flags & IORING_CQE_F_MORE) == 0
+            if final:
+                op.in_flight = False
+                op.cancel_requested = False
+                self.ops_in_flight -= 1
+            try:
+                if not self.draining:
+                    op.complete(res, flags)
+            except (SystemExit, KeyboardInterrupt):
+                if final:
+                    Py_DECREF(op)
+                raise
+            except BaseException as exc:
+                self.call_exception_handler({
+                    'message': f'Exception in completion of {op!r}',
+                    'exception': exc,
+                })
+            if final:
+                Py_DECREF(op)    # the reference taken in sqe_for
+        return 0
+
+    # ---- the run loop ----------------------------------------------
+
+    def time(self):
+        """The loop's clock: CLOCK_MONOTONIC, as time.monotonic()."""
+        return monotonic()
+
+    def _run_once(self):
+        cdef object scheduled = self._scheduled
+        cdef object handle
+        cdef double timeout, end_time, now
+        cdef int64_t timeout_ns
+        cdef Py_ssize_t n_sched = len(scheduled)
+
+        # Drop cancelled timers: all of them when they are most of the heap,
+        # otherwise only those at its head.
+        if (n_sched > 100 and
+                self._timer_cancelled_count * 2 > n_sched):
+            live = []
+            for handle in scheduled:
+                if handle._cancelled:
+                    handle._scheduled = False
+                else:
+                    live.append(handle)
+            heapq.heapify(live)
+            self._scheduled = scheduled = live
+            self._timer_cancelled_count = 0
+        else:
+            while scheduled and scheduled[0]._cancelled:
+                self._timer_cancelled_count -= 1
+                handle = heapq.heappop(scheduled)
+                handle._scheduled = False
+
+        if self._ready or self._stopping:
+            timeout_ns = 0
+        elif scheduled:
+            timeout = scheduled[0]._when - monotonic()
+            if timeout < 0:
+                timeout = 0
+            elif timeout > MAXIMUM_TIMEOUT:
+                timeout = MAXIMUM_TIMEOUT
+            timeout_ns = <int64_t>(timeout * 1e9)
+        else:
+            timeout_ns = -1
+
+        self.wait_and_reap(timeout_ns)
+
+        end_time = monotonic() + self._clock_resolution
+        while scheduled:
+            handle = scheduled[0]
+            if handle._when >= end_time:
+                break
+            handle = heapq.heappop(scheduled)
+            handle._scheduled = False
+            self._ready.append(handle)
+
+        self.run_ready()
+        handle = None
+
+    cdef int run_ready(self) except -1:
+        cdef object ready = self._ready
+        cdef Py_ssize_t i, ntodo = len(ready)
+        cdef double t0, dt
+        for i in range(ntodo):
+            handle = ready.popleft()
+            if handle._cancelled:
+                continue
+            if self._debug:
+                try:
+                    self._current_handle = handle
+                    t0 = monotonic()
+                    handle._run()
+                    dt = monotonic() - t0
+                    if dt >= self.slow_callback_duration:
+                        logger.warning('Executing %s took %.3f seconds',
+                                       base_events._format_handle(handle), dt)
+                finally:
+                    self._current_handle = None
+            else:
+                handle._run()
+        return 0
+
+    # ---- readiness callbacks -----------------------------------------
+
+    cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args):
+        cdef FdWatch watch
+        self._check_closed()
+        fd = fileobj_to_fd(fd)
+        self._ensure_fd_no_transport(fd)
+        handle = events.Handle(callback, args, self, None)
+        watch = watches.get(fd)
+        if watch is None:
+            watch = new_fd_watch(self, fd, mask)
+            watches[fd] = watch
+        elif watch.handle is not None:
+            watch.handle.cancel()
+        watch.handle = handle
+        watch.arm()
+        return handle
+
+    cdef object remove_watch(self, dict watches, object fd):
+        cdef FdWatch watch
+        fd = fileobj_to_fd(fd)
+        if self.is_closed():
+            return False
+        self._ensure_fd_no_transport(fd)
+        watch = watches.pop(fd, None)
+        if watch is None:
+            return False
+        watch.stop()
+        return True
+
+    def _ensure_fd_no_transport(self, fd):
+        # Transports (a later layer) register the fds they own here.
+        pass
+
+    def add_reader(self, fd, callback, *args):
+        """Call callback(*args) whenever fd is readable (level-triggered)."""
+        self.add_watch(self.readers, fd, POLLIN, callback, args)
+
+    def remove_reader(self, fd):
+        """Stop watching fd for reading; True if it was watched."""
+        return self.remove_watch(self.readers, fd)
+
+    def add_writer(self, fd, callback, *args):
+        """Call callback(*args) whenever fd is writable (level-triggered)."""
+        self.add_watch(self.writers, fd, POLLOUT, callback, args)
+
+    def remove_writer(self, fd):
+        """Stop watching fd for writing; True if it was watched."""
+        return self.remove_watch(self.writers, fd)
+
+    # ---- socket operations -----------------------------------------
+    # Each is one io_uring request (SEND may need several for a large
+    # buffer).  Cancelling the awaiting task cancels the request; the
+    # buffer stays held until the kernel's final completion.
+
+    async def sock_recv(self, sock, n):
+        """Receive up to n bytes from sock. Raises OSError on socket errors."""
+        cdef RecvOp op
+        check_sock(self, sock)
+        n = n.__index__()
+        if n < 0:
+            raise ValueError("negative buffersize in recv")
+        fd = sock.fileno()
+        if self.recv_leftover:
+            data = take_leftover_data(self, fd, sock, n)
+            if data is not None:
+                return data
+        if n == 0:
+            return b''
+        op = RecvOp.__new__(RecvOp)
+        op.data = PyBytes_FromStringAndSize(NULL, n)
+        op.size = n
+        return await start(self, op, sock, fd)
+
+    async def sock_recv_into(self, sock, buf):
+        """Receive into the writable buffer buf; return the byte count."""
+        cdef RecvIntoOp op
+        check_sock(self, sock)
+        fd = sock.fileno()
+        op = RecvIntoOp.__new__(RecvIntoOp)
+        op.hold_buffer(buf, PyBUF_WRITABLE)
+        op.size = op.view.len
+        if self.recv_leftover:
+            data = take_leftover_data(self, fd, sock, op.size)
+            if data is not None:
+                memcpy(op.view.buf, <char *>data, len(data))
+                op.release_buffer()
+                return len(data)
+        if op.size == 0:
+            op.release_buffer()
+            return 0
+        return await start(self, op, sock, fd)
+
+    async def sock_recvfrom(self, sock, bufsize):
+        """Receive a datagram of up to bufsize bytes: (data, address)."""
+        cdef RecvMsgOp op
+        check_sock(self, sock)
+        bufsize = bufsize.__index__()
+        if bufsize < 0:
+            raise ValueError("negative buffersize in recvfrom")
+        op = RecvMsgOp.__new__(RecvMsgOp)
+        op.data = PyBytes_FromStringAndSize(NULL, bufsize)
+        op.size = bufsize
+        return await start(self, op, sock, sock.fileno())
+
+    async def sock_recvfrom_into(self, sock, buf, nbytes=0):
+        """Receive a datagram into buf: (nbytes, address)."""
+        cdef RecvMsgOp op
+        check_sock(self, sock)
+        nbytes = nbytes.__index__()
+        op = RecvMsgOp.__new__(RecvMsgOp)
+        op.hold_buffer(buf, PyBUF_WRITABLE)
+        if nbytes < 0:
+            op.release_buffer()
+            raise ValueError("negative buffersize in recvfrom_into")
+        if nbytes > op.view.len:
+            op.release_buffer()
+            raise ValueError("nbytes is greater than the length of the buffer")
+        op.size = nbytes or op.view.len
+        return await start(self, op, sock, sock.fileno())
+
+    async def sock_sendall(self, sock, data):
+        """Send all of data. Raises OSError on socket errors; after a
+        cancellation an unknown part may have been sent."""
+        cdef SendAllOp op
+        check_sock(self, sock)
+        op = SendAllOp.__new__(SendAllOp)
+        op.hold_buffer(data, PyBUF_SIMPLE)
+        if op.view.len == 0:
+            op.release_buffer()
+            return
+        return await start(self, op, sock, sock.fileno())
+
+    async def sock_sendto(self, sock, data, address):
+        """Send data to address; return the number of bytes sent."""
+        cdef SendMsgOp op
+        check_sock(self, sock)
+        op = SendMsgOp.__new__(SendMsgOp)
+        try:
+            op.addrlen = sockaddr_from_py(sock.family, address, &op.addr)
+        except socket.gaierror:
+            resolved = await self._ensure_resolved(
+                address, family=sock.family, type=sock.type, proto=sock.proto,
+                loop=self)
+            op.addrlen = sockaddr_from_py(sock.family, resolved[0][4], &op.addr)
+        op.hold_buffer(data, PyBUF_SIMPLE)
+        return await start(self, op, sock, sock.fileno())
+
+    async def sock_connect(self, sock, address):
+        """Connect sock to address (names are resolved first)."""
+        cdef ConnectOp op
+        check_sock(self, sock)
+        if sock.family == socket.AF_INET or (
+                base_events._HAS_IPv6 and sock.family == socket.AF_INET6):
+            resolved = await self._ensure_resolved(
+                address, family=sock.family, type=sock.type, proto=sock.proto,
+                loop=self)
+            address = resolved[0][4]
+        op = ConnectOp.__new__(ConnectOp)
+        op.addrlen = sockaddr_from_py(sock.family, address, &op.addr)
+        op.address = address
+        return await start(self, op, sock, sock.fileno())
+
+    async def sock_accept(self, sock):
+        """Accept a connection: (conn, address), conn non-blocking."""
+        cdef AcceptOp op
+        cdef LeftOver lo
+        check_sock(self, sock)
+        fd = sock.fileno()
+        if self.recv_leftover:
+            lo = self.recv_leftover.get(fd)
+            if lo is not None and lo.sock_ref() is sock and lo.conns:
+                return lo.conns.pop(0)
+        op = AcceptOp.__new__(AcceptOp)
+        return await start(self, op, sock, fd)
+
+    async def _file_read(self, int fd, buf, uint64_t offset):
+        cdef ReadOp op = ReadOp.__new__(ReadOp)
+        op.hold_buffer(buf, PyBUF_WRITABLE)
+        op.offset = offset
+        return await start(self, op, None, fd)
+
+    # ---- introspection ---------------------------------------------
+
+    def stats(self):
+        """Counters of this loop's ring, for tests and benchmarks.
+
+        enter_calls: io_uring_enter system calls made; sqes_submitted: SQEs
+        the kernel consumed; cqes_reaped: completions handled; ops_in_flight:
+        operations the kernel may still complete; sq_entries/cq_entries: ring
+        sizes; setup_flags: the IORING_SETUP_* flags in force.
+        """
+        return {
+            'enter_calls': self.ring.enter_calls,
+            'sqes_submitted': self.ring.sqes_submitted,
+            'cqes_reaped': self.ring.cqes_reaped,
+            'ops_in_flight': self.ops_in_flight,
+            'sq_entries': self.ring.sq_entries,
+            'cq_entries': self.ring.cq_entries,
+            'setup_flags': self.ring.setup_flags,
+        }
+
+    def _check_owner_process(self):
+        if os.getpid() != self.owner_pid:
+            raise RuntimeError(
+                "uringloop: this loop was created in another process; a "
+                "forked child must create its own loop")
+
+    def _stop_fd_watches(self):
+        for watches in (self.readers, self.writers):
+            for watch in watches.values():
+                (<FdWatch>watch).stop()
+            watches.clear()
+
+    def _supports_op(self, int opcode):
+        return bool(self.ops_supported[opcode & 0xff])
+
+    # ---- teardown --------------------------------------------------
+
+    def _close_ring(self):
+        """Cancel every request in flight, wait (bounded) until the kernel
+        has completed them, then unmap the ring."""
+        cdef io_uring_sqe *sqe
+        cdef int ret
+        cdef double deadline
+        if not self.ring_open:
+            return
+        self.draining = True
+        try:
+            if self.ops_in_flight:
+                try:
+                    sqe = self.sqe_for(None)
+                    ul_prep_cancel(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL)
+                    ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
+                    deadline = monotonic() + CLOSE_DRAIN_SECONDS
+                    while self.ops_in_flight and monotonic() < deadline:
+                        self.ensure_enabled()
+                        with nogil:
+                            ret = ul_ring_enter(&self.ring, 1, 100000000)
+                        if ret < 0 and ret != -ETIME and ret != -EINTR:
+                            break
+                        self.reap()
+                except RuntimeError:
+                    pass   # another thread owns the ring: the kernel cleans up
+            if self.ops_in_flight:
+                # The kernel still holds these: keep their buffers alive for
+                # good rather than free memory it may write to.
+                logger.warning('uringloop: %d io_uring requests still in '
+                               'flight at close; their buffers are kept',
+                               self.ops_in_flight)
+        finally:
+            self.close_ring_now()
+            if self.wakeup_fd >= 0:
+                close(self.wakeup_fd)
+                self.wakeup_fd = -1
+
+
+def _sighandler_noop(signum, frame):
+    """Installed for handled signals: the C-level handler has already written
+    the signal number to the wakeup socket, which the loop reads."""
+
+
+@cython.final
+cdef class SignalWakeRecv(Operation):
+    """The standing RECV on the signal wakeup socket (signal.set_wakeup_fd
+    writes one byte per signal)."""
+    cdef int fd
+    cdef char buf[256]
+
+    cdef int arm(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        ul_prep_recv(sqe, self.fd, self.buf, sizeof(self.buf), 0)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        cdef int i
+        if res == -ECANCELED or self.fd < 0:
+            return 0
+        if res > 0:
+            for i in range(res):
+                self.loop._handle_signal(<unsigned char>self.buf[i])
+        if res != 0 and self.loop.ring_open and not self.loop.draining:
+            self.arm()
+        return 0
+
+
+class Loop(RingLoop, base_events.BaseEventLoop):
+    """An asyncio event loop whose I/O goes through io_uring.
+
+    Raises RingUnavailableError when io_uring cannot be set up (see its
+    documentation); uringloop.run() and install() fall back instead.
+    """
+
+    def __init__(self):
+        base_events.BaseEventLoop.__init__(self)
+        self._signal_handlers = {}
+        self._signal_ssock = None
+        self._signal_csock = None
+        self._signal_op = None
+
+    def __repr__(self):
+        return (f'<{type(self).__name__} running={self.is_running()} '
+                f'closed={self.is_closed()} debug={self.get_debug()}>')
+
+    def run_forever(self):
+        self._check_owner_process()
+        return base_events.BaseEventLoop.run_forever(self)
+
+    def close(self):
+        """Close the loop: stop signal handling, cancel every request in
+        flight and wait for the kernel to release them, close the ring.
+        Raises RuntimeError if the loop is running."""
+        if self.is_running():
+            raise RuntimeError("Cannot close a running event loop")
+        if self.is_closed():
+            return
+        if sys.is_finalizing():
+            for sig in list(self._signal_handlers):
+                self._signal_handlers.pop(sig, None)
+        else:
+            for sig in list(self._signal_handlers):
+                self.remove_signal_handler(sig)
+        self._stop_fd_watches()
+        base_events.BaseEventLoop.close(self)
+        self._close_ring()
+        for s in (self._signal_ssock, self._signal_csock):
+            if s is not None:
+                s.close()
+        self._signal_ssock = self._signal_csock = None
+
+    def _process_events(self, event_list):
+        pass    # completions are dispatched in RingLoop.reap
+
+    # ---- signals ------------------------------------------------------
+
+    def _check_signal(self, sig):
+        if not isinstance(sig, int):
+            raise TypeError(f'sig must be an int, not {sig!r}')
+        if sig not in signal.valid_signals():
+            raise ValueError(f'invalid signal number {sig}')
+
+    def _ensure_signal_socket(self):
+        cdef SignalWakeRecv op
+        if self._signal_ssock is not None:
+            return
+        ssock, csock = socket.socketpair()
+        ssock.setblocking(False)
+        csock.setblocking(False)
+        self._signal_ssock, self._signal_csock = ssock, csock
+        op = SignalWakeRecv.__new__(SignalWakeRecv)
+        op.loop = self
+        op.fd = ssock.fileno()
+        op.arm()
+        self._signal_op = op
+
+    def add_signal_handler(self, sig, callback, *args):
+        """Call callback(*args) from the loop when signal sig arrives.
+
+        Raises RuntimeError when sig cannot be caught or the loop does not
+        run in the main thread, ValueError for an invalid signal, TypeError
+        for a coroutine callback."""
+        if asyncio.iscoroutine(callback) or asyncio.iscoroutinefunction(callback):
+            raise TypeError("coroutines cannot be used with add_signal_handler()")
+        self._check_signal(sig)
+        self._check_closed()
+        self._ensure_signal_socket()
+        try:
+            signal.set_wakeup_fd(self._signal_csock.fileno())
+        except (ValueError, OSError) as exc:
+            raise RuntimeError(str(exc))
+        handle = events.Handle(callback, args, self, None)
+        self._signal_handlers[sig] = handle
+        try:
+            signal.signal(sig, _sighandler_noop)
+            signal.siginterrupt(sig, False)
+        except OSError as exc:
+            del self._signal_handlers[sig]
+            if not self._signal_handlers:
+                try:
+                    signal.set_wakeup_fd(-1)
+                except (ValueError, OSError) as nexc:
+                    logger.info('set_wakeup_fd(-1) failed: %s', nexc)
+            if exc.errno == _errno.EINVAL:
+                raise RuntimeError(f'sig {sig:d} cannot be caught')
+            raise
+
+    def _handle_signal(self, sig):
+        handle = self._signal_handlers.get(sig)
+        if handle is None:
+            return
+        if handle._cancelled:
+            self.remove_signal_handler(sig)
+        else:
+            self._add_callback_signalsafe(handle)
+
+    def remove_signal_handler(self, sig):
+        """Remove the handler for sig; True if there was one."""
+        self._check_signal(sig)
+        try:
+            del self._signal_handlers[sig]
+        except KeyError:
+            return False
+        handler = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+        try:
+            signal.signal(sig, handler)
+        except OSError as exc:
+            if exc.errno == _errno.EINVAL:
+                raise RuntimeError(f'sig {sig:d} cannot be caught')
+            raise
+        if not self._signal_handlers:
+            try:
+                signal.set_wakeup_fd(-1)
+            except (ValueError, OSError) as exc:
+                logger.info('set_wakeup_fd(-1) failed: %s', exc)
+        return True
+
+    # ---- sendfile -------------------------------------------------------
+
+    async def _sock_sendfile_native(self, sock, file, offset, count):
+        # READ from the file and SEND to the socket, both through the ring,
+        # through one reused buffer: no thread, no blocking call.
+        try:
+            fileno = file.fileno()
+        except (AttributeError, io.UnsupportedOperation):
+            raise exceptions.SendfileNotAvailableError("not a regular file")
+        try:
+            st = os.fstat(fileno)
+        except OSError:
+            raise exceptions.SendfileNotAvailableError("not a regular file")
+        if not stat.S_ISREG(st.st_mode):
+            raise exceptions.SendfileNotAvailableError("not a regular file")
+        remaining = count if count else max(st.st_size - offset, 0)
+        if remaining == 0:
+            return 0
+        buf = bytearray(min(remaining, 256 * 1024))
+        view = memoryview(buf)
+        total = 0
+        try:
+            while remaining > 0:
+                n = await self._file_read(fileno, view[:min(remaining, len(buf))],
+                                          offset + total)
+                if n == 0:
+                    break
+                await self.sock_sendall(sock, view[:n])
+                total += n
+                remaining -= n
+            return total
+        finally:
+            view.release()
+            if total > 0:
+                file.seek(offset + total)
+
+
+import io
+import signal
+import stat
+
+
+_features = None
+
+
+def features():
+    """What this kernel's io_uring offers uringloop, found by probing once.
+
+    A dict: 'available' (bool), 'error' (why not, when not), 'kernel'
+    (uname release), 'setup_flags' (names of the optional IORING_SETUP_* flags
+    the kernel accepted), 'opcodes' (name -> supported, for the operations
+    uringloop uses), 'last_opcode'.
+    """
+    global _features
+    cdef ul_ring ring
+    cdef unsigned char supported[256]
+    cdef int ret
+    if _features is not None:
+        return dict(_features)
+    result = {'kernel': os.uname().release, 'available': False, 'error': None,
+              'setup_flags': [], 'opcodes': {}, 'last_opcode': None}
+    ret = ul_ring_init(&ring, 8, 16, WANTED_SETUP_FLAGS)
+    if ret < 0:
+        result['error'] = str(setup_error(ret))
+    else:
+        try:
+            result['available'] = True
+            for name, flag in (('SUBMIT_ALL', IORING_SETUP_SUBMIT_ALL),
+                               ('SINGLE_ISSUER', IORING_SETUP_SINGLE_ISSUER),
+                               ('DEFER_TASKRUN', IORING_SETUP_DEFER_TASKRUN),
+                               ('TASKRUN_FLAG', IORING_SETUP_TASKRUN_FLAG),
+                               ('R_DISABLED', IORING_SETUP_R_DISABLED),
+                               ('NO_SQARRAY', IORING_SETUP_NO_SQARRAY)):
+                if ring.setup_flags & flag:
+                    result['setup_flags'].append(name)
+            ret = ul_ring_probe(&ring, supported)
+            if ret >= 0:
+                result['last_opcode'] = ret
+                for name, op in OPCODES.items():
+                    result['opcodes'][name] = bool(supported[op])
+        finally:
+            ul_ring_exit(&ring)
+    _features = result
+    return dict(result)
+
+
+# The opcodes uringloop uses or will use, by their kernel names.
+OPCODES = {
+    'NOP': 0, 'READ': 22, 'WRITE': 23, 'POLL_ADD': 6, 'SENDMSG': 9,
+    'RECVMSG': 10, 'ACCEPT': 13, 'ASYNC_CANCEL': 14, 'CONNECT': 16,
+    'CLOSE': 19, 'SEND': 26, 'RECV': 27, 'SPLICE': 30, 'SHUTDOWN': 34,
+    'SOCKET': 45, 'SEND_ZC': 47, 'SENDMSG_ZC': 48, 'READ_MULTISHOT': 49,
+    'WAITID': 50, 'BIND': 56, 'LISTEN': 57, 'RECV_ZC': 58,
+}

@@ -1,0 +1,87 @@
+# add_reader / add_writer: readiness callbacks on a file descriptor.
+# Included by core.pyx.
+#
+# The selector loops are level-triggered: a reader is called on every
+# iteration while its fd stays readable.  A multishot poll is edge-triggered
+# (it posts again only on a new wakeup), so each watch uses a one-shot
+# POLL_ADD and arms it again after its callback has run: an fd that is still
+# readable completes the new poll at once, on the next iteration.
+
+
+cdef object fileobj_to_fd(object fileobj):
+    if isinstance(fileobj, int):
+        fd = fileobj
+    else:
+        try:
+            fd = int(fileobj.fileno())
+        except (AttributeError, TypeError, ValueError):
+            raise ValueError(f"Invalid file object: {fileobj!r}") from None
+    if fd < 0:
+        raise ValueError(f"Invalid file descriptor: {fd}")
+    return fd
+
+
+@cython.final
+cdef class FdWatch(Operation):
+    cdef int fd
+    cdef unsigned mask
+    cdef object handle          # the user's asyncio.Handle
+    cdef object fire_handle     # queued on readiness; runs _fire
+    cdef bint active
+
+    cdef int arm(self) except -1:
+        cdef io_uring_sqe *sqe
+        if self.in_flight or not self.active:
+            return 0
+        sqe = self.loop.sqe_for(self)
+        ul_prep_poll_add(sqe, self.fd, self.mask)
+        return 0
+
+    cdef int stop(self) except -1:
+        self.active = False
+        if self.handle is not None:
+            self.handle.cancel()
+        if self.in_flight:
+            self.loop.cancel_op(self)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if not self.active:
+            return 0
+        if res < 0:
+            if res == -ECANCELED:
+                return 0
+            # The fd is gone (closed without remove_reader): as a selector
+            # would, stop watching it, and say so.
+            self.active = False
+            self.loop.call_exception_handler({
+                'message': f'fd {self.fd} cannot be watched any more',
+                'exception': convert_error(res),
+                'handle': self.handle,
+            })
+            return 0
+        self.loop._ready.append(self.fire_handle)
+        return 0
+
+    def _fire(self):
+        if not self.active:
+            return
+        handle = self.handle
+        if handle._cancelled:
+            return
+        handle._run()
+        self.arm()
+
+    def __repr__(self):
+        kind = 'reader' if self.mask & POLLIN else 'writer'
+        return f'<FdWatch {kind} fd={self.fd} active={self.active}>'
+
+
+cdef FdWatch new_fd_watch(RingLoop loop, int fd, unsigned mask):
+    cdef FdWatch watch = FdWatch.__new__(FdWatch)
+    watch.loop = loop
+    watch.fd = fd
+    watch.mask = mask
+    watch.active = True
+    watch.fire_handle = events.Handle(watch._fire, (), loop, None)
+    return watch

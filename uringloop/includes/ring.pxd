@@ -1,0 +1,125 @@
+# The ring layer (uringloop/ring/ring.h), declared once for Cython.
+
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, uint64_t, int64_t
+
+
+cdef extern from "<sys/socket.h>" nogil:
+    ctypedef unsigned int socklen_t
+    struct sockaddr:
+        unsigned short sa_family
+    struct msghdr:
+        void *msg_name
+        socklen_t msg_namelen
+        void *msg_iov
+        size_t msg_iovlen
+        void *msg_control
+        size_t msg_controllen
+        int msg_flags
+
+
+cdef extern from "<sys/uio.h>" nogil:
+    struct iovec:
+        void *iov_base
+        size_t iov_len
+
+
+cdef extern from "ring/ring.h" nogil:
+    struct io_uring_sqe:
+        uint8_t opcode
+        uint8_t flags
+        uint16_t ioprio
+        int32_t fd
+        uint64_t user_data
+
+    struct io_uring_cqe:
+        uint64_t user_data
+        int32_t res
+        uint32_t flags
+
+    ctypedef struct ul_ring:
+        int fd
+        unsigned setup_flags
+        unsigned features
+        unsigned sq_entries
+        unsigned cq_entries
+        uint64_t enter_calls
+        uint64_t sqes_submitted
+        uint64_t cqes_reaped
+
+    # setup flags
+    unsigned IORING_SETUP_CQSIZE
+    unsigned IORING_SETUP_CLAMP
+    unsigned IORING_SETUP_SUBMIT_ALL
+    unsigned IORING_SETUP_COOP_TASKRUN
+    unsigned IORING_SETUP_TASKRUN_FLAG
+    unsigned IORING_SETUP_SINGLE_ISSUER
+    unsigned IORING_SETUP_DEFER_TASKRUN
+    unsigned IORING_SETUP_R_DISABLED
+    unsigned IORING_SETUP_NO_SQARRAY
+    unsigned IORING_FEAT_NODROP
+    unsigned IORING_FEAT_EXT_ARG
+
+    # sqe flags
+    unsigned IOSQE_IO_LINK
+    unsigned IOSQE_ASYNC
+    unsigned IOSQE_CQE_SKIP_SUCCESS
+
+    # cqe flags
+    unsigned IORING_CQE_F_BUFFER
+    unsigned IORING_CQE_F_MORE
+    unsigned IORING_CQE_F_NOTIF
+
+    unsigned IORING_ASYNC_CANCEL_ALL
+    unsigned IORING_ASYNC_CANCEL_ANY
+    unsigned IORING_ASYNC_CANCEL_FD
+
+    int ul_ring_init(ul_ring *r, unsigned entries, unsigned cq_entries, unsigned wanted)
+    void ul_ring_exit(ul_ring *r)
+    int ul_ring_enable(ul_ring *r)
+    int ul_ring_probe(ul_ring *r, unsigned char *supported)
+    int ul_ring_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns)
+
+    unsigned ul_sq_pending(ul_ring *r)
+    unsigned ul_sq_space(ul_ring *r)
+    io_uring_sqe *ul_get_sqe(ul_ring *r)
+    unsigned ul_cq_ready(ul_ring *r)
+    io_uring_cqe *ul_cq_at(ul_ring *r, unsigned i)
+    void ul_cq_advance(ul_ring *r, unsigned n)
+    int ul_cq_overflowed(ul_ring *r)
+    int ul_sq_taskrun(ul_ring *r)
+
+    void ul_prep_nop(io_uring_sqe *sqe)
+    void ul_prep_read(io_uring_sqe *sqe, int fd, void *buf, unsigned len, uint64_t off)
+    void ul_prep_write(io_uring_sqe *sqe, int fd, const void *buf, unsigned len, uint64_t off)
+    void ul_prep_recv(io_uring_sqe *sqe, int fd, void *buf, size_t len, int flags)
+    void ul_prep_recv_multishot(io_uring_sqe *sqe, int fd, unsigned short buf_group, int flags)
+    void ul_prep_send(io_uring_sqe *sqe, int fd, const void *buf, size_t len, int flags)
+    void ul_prep_send_zc(io_uring_sqe *sqe, int fd, const void *buf, size_t len, int flags, unsigned zc_flags)
+    void ul_prep_recvmsg(io_uring_sqe *sqe, int fd, msghdr *msg, int flags)
+    void ul_prep_sendmsg(io_uring_sqe *sqe, int fd, const msghdr *msg, int flags)
+    void ul_prep_accept(io_uring_sqe *sqe, int fd, sockaddr *addr, socklen_t *addrlen, int flags)
+    void ul_prep_connect(io_uring_sqe *sqe, int fd, const sockaddr *addr, socklen_t addrlen)
+    void ul_prep_shutdown(io_uring_sqe *sqe, int fd, int how)
+    void ul_prep_close(io_uring_sqe *sqe, int fd)
+    void ul_prep_poll_add(io_uring_sqe *sqe, int fd, unsigned mask)
+    void ul_prep_poll_multishot(io_uring_sqe *sqe, int fd, unsigned mask)
+    void ul_prep_cancel(io_uring_sqe *sqe, uint64_t target, int flags)
+    void ul_prep_splice(io_uring_sqe *sqe, int fd_in, int64_t off_in, int fd_out,
+                        int64_t off_out, unsigned nbytes, unsigned flags)
+    void ul_sqe_set_data(io_uring_sqe *sqe, uint64_t user_data)
+    void ul_sqe_set_flags(io_uring_sqe *sqe, unsigned flags)
+
+
+cdef extern from "ring/sockaddr.h" nogil:
+    struct sockaddr_storage:
+        unsigned short ss_family
+
+    int ul_sockaddr_inet4(sockaddr_storage *ss, const char *host, unsigned port)
+    int ul_sockaddr_inet6(sockaddr_storage *ss, const char *host, unsigned port,
+                          unsigned flowinfo, unsigned scope_id)
+    int ul_sockaddr_unix(sockaddr_storage *ss, const char *path, size_t len)
+    int ul_sockaddr_family(const sockaddr_storage *ss)
+    int ul_sockaddr_inet_parts(const sockaddr_storage *ss, char *buf, unsigned *port,
+                               unsigned *flowinfo, unsigned *scope_id)
+    const char *ul_sockaddr_unix_path(const sockaddr_storage *ss, socklen_t addrlen,
+                                      size_t *len)

@@ -1,0 +1,58 @@
+# Operation: one io_uring request and everything the kernel may touch for it.
+# Included by core.pyx; declarations in core.pxd.
+
+
+cdef class Operation:
+
+    def __init__(self):
+        raise TypeError("operations are made by the loop")
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        return 0
+
+    cdef int abandon(self) except -1:
+        """The waiter gave up: ask the kernel to cancel.  The operation stays
+        alive (and keeps its buffers) until its final CQE."""
+        self.loop.cancel_op(self)
+        return 0
+
+    def _on_future_done(self, fut):
+        if self.in_flight and fut.cancelled():
+            self.abandon()
+
+    cdef int watch_future(self, object fut) except -1:
+        self.future = fut
+        fut.add_done_callback(self._on_future_done)
+        return 0
+
+    cdef bint waiter_gone(self):
+        return self.future is None or self.future.done()
+
+    cdef int fail(self, int32_t res) except -1:
+        if not self.waiter_gone():
+            self.future.set_exception(convert_error(res))
+        return 0
+
+    def __repr__(self):
+        state = 'in flight' if self.in_flight else 'idle'
+        if self.cancel_requested:
+            state += ', cancelling'
+        return f'<{type(self).__name__} {state}>'
+
+
+@cython.final
+cdef class WakeupRead(Operation):
+    """The loop's standing READ of its eventfd: call_soon_threadsafe (and any
+    other thread) writes the eventfd, the READ completes and the loop's
+    io_uring_enter returns."""
+    cdef uint64_t value
+
+    cdef int arm(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        ul_prep_read(sqe, self.loop.wakeup_fd, &self.value, 8, <uint64_t>-1)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if self.loop.wakeup_fd >= 0 and self.loop.ring_open and not self.loop.draining:
+            self.arm()
+        return 0

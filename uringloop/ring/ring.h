@@ -1,0 +1,287 @@
+/*
+ * ring.h -- uringloop's io_uring ring layer.
+ *
+ * One struct ul_ring per event loop: the mmapped submission and completion
+ * rings, and the few system calls around them.  The loop is the only user,
+ * it is single-threaded, and the ring is set up with SINGLE_ISSUER where the
+ * kernel allows, so nothing here locks.
+ *
+ * Memory ordering follows the kernel's contract: we read the kernel's
+ * sq head and cq tail with acquire loads and publish our sq tail and cq head
+ * with release stores.
+ *
+ * Everything that returns int returns >= 0 on success or -errno.
+ */
+#ifndef URINGLOOP_RING_H
+#define URINGLOOP_RING_H
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include "abi.h"
+
+typedef struct ul_ring {
+    int fd;
+    unsigned setup_flags;     /* flags the kernel accepted */
+    unsigned features;        /* params.features */
+
+    /* submission ring */
+    unsigned *sq_khead;
+    unsigned *sq_ktail;
+    unsigned *sq_kflags;
+    unsigned *sq_array;       /* NULL with IORING_SETUP_NO_SQARRAY */
+    unsigned sq_mask;
+    unsigned sq_entries;
+    unsigned sqe_tail;        /* our private tail: SQEs handed out */
+    struct io_uring_sqe *sqes;
+
+    /* completion ring */
+    unsigned *cq_khead;
+    unsigned *cq_ktail;
+    unsigned *cq_koverflow;
+    unsigned cq_mask;
+    unsigned cq_entries;
+    struct io_uring_cqe *cqes;
+
+    /* mappings, for ul_ring_exit */
+    void *sq_map;
+    size_t sq_map_len;
+    void *cq_map;
+    size_t cq_map_len;
+    size_t sqes_map_len;
+
+    /* counters a test or benchmark may read */
+    uint64_t enter_calls;
+    uint64_t sqes_submitted;
+    uint64_t cqes_reaped;
+} ul_ring;
+
+/* Setup.  `wanted` is the set of optional setup flags to try; the ones the
+ * kernel refuses with -EINVAL are dropped one group at a time (see ring.c).
+ * Returns 0 or -errno of the last io_uring_setup attempt. */
+int ul_ring_init(ul_ring *r, unsigned entries, unsigned cq_entries, unsigned wanted);
+void ul_ring_exit(ul_ring *r);
+
+/* IORING_REGISTER_ENABLE_RINGS for a ring made with IORING_SETUP_R_DISABLED:
+ * the calling thread becomes its single issuer. */
+int ul_ring_enable(ul_ring *r);
+
+/* Fill supported[op] = 1 for each opcode the kernel supports (256 bytes).
+ * Returns the last opcode number the kernel knows, or -errno. */
+int ul_ring_probe(ul_ring *r, unsigned char *supported);
+
+/* Submit every SQE handed out so far and wait for at least `wait_nr`
+ * completions or `timeout_ns` (< 0: no timeout).  Returns the number of SQEs
+ * the kernel consumed, or -errno (-ETIME on timeout, -EINTR on a signal). */
+int ul_ring_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns);
+
+int ul_ring_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args);
+
+static inline unsigned ul_sq_pending(ul_ring *r)
+{
+    return r->sqe_tail - __atomic_load_n(r->sq_khead, __ATOMIC_ACQUIRE);
+}
+
+static inline unsigned ul_sq_space(ul_ring *r)
+{
+    return r->sq_entries - ul_sq_pending(r);
+}
+
+/* A zeroed SQE, or NULL when the submission ring is full. */
+static inline struct io_uring_sqe *ul_get_sqe(ul_ring *r)
+{
+    struct io_uring_sqe *sqe;
+    if (ul_sq_pending(r) >= r->sq_entries)
+        return NULL;
+    sqe = &r->sqes[r->sqe_tail & r->sq_mask];
+    r->sqe_tail++;
+    memset(sqe, 0, sizeof(*sqe));
+    return sqe;
+}
+
+/* Completions: ul_cq_ready() CQEs wait at ul_cq_head(r) + i. */
+static inline unsigned ul_cq_ready(ul_ring *r)
+{
+    return __atomic_load_n(r->cq_ktail, __ATOMIC_ACQUIRE) - *r->cq_khead;
+}
+
+static inline struct io_uring_cqe *ul_cq_at(ul_ring *r, unsigned i)
+{
+    return &r->cqes[(*r->cq_khead + i) & r->cq_mask];
+}
+
+static inline void ul_cq_advance(ul_ring *r, unsigned n)
+{
+    __atomic_store_n(r->cq_khead, *r->cq_khead + n, __ATOMIC_RELEASE);
+    r->cqes_reaped += n;
+}
+
+/* With DEFER_TASKRUN|TASKRUN_FLAG the kernel raises IORING_SQ_TASKRUN when
+ * completions wait to be run in our next io_uring_enter. */
+static inline int ul_sq_taskrun(ul_ring *r)
+{
+    return (__atomic_load_n(r->sq_kflags, __ATOMIC_RELAXED) & IORING_SQ_TASKRUN) != 0;
+}
+
+static inline int ul_cq_overflowed(ul_ring *r)
+{
+    return (__atomic_load_n(r->sq_kflags, __ATOMIC_RELAXED) & IORING_SQ_CQ_OVERFLOW) != 0;
+}
+
+/* ---- SQE preparation: one helper per operation, named after the opcode ---- */
+
+static inline void ul_prep_rw(struct io_uring_sqe *sqe, int op, int fd,
+                              const void *addr, unsigned len, uint64_t off)
+{
+    sqe->opcode = (uint8_t)op;
+    sqe->fd = fd;
+    sqe->addr = (uint64_t)(uintptr_t)addr;
+    sqe->len = len;
+    sqe->off = off;
+}
+
+static inline void ul_prep_nop(struct io_uring_sqe *sqe)
+{
+    sqe->opcode = IORING_OP_NOP;
+}
+
+static inline void ul_prep_read(struct io_uring_sqe *sqe, int fd, void *buf,
+                                unsigned len, uint64_t off)
+{
+    ul_prep_rw(sqe, IORING_OP_READ, fd, buf, len, off);
+}
+
+static inline void ul_prep_write(struct io_uring_sqe *sqe, int fd, const void *buf,
+                                 unsigned len, uint64_t off)
+{
+    ul_prep_rw(sqe, IORING_OP_WRITE, fd, buf, len, off);
+}
+
+static inline void ul_prep_recv(struct io_uring_sqe *sqe, int fd, void *buf,
+                                size_t len, int flags)
+{
+    ul_prep_rw(sqe, IORING_OP_RECV, fd, buf, (unsigned)len, 0);
+    sqe->msg_flags = (uint32_t)flags;
+}
+
+static inline void ul_prep_recv_multishot(struct io_uring_sqe *sqe, int fd,
+                                          unsigned short buf_group, int flags)
+{
+    ul_prep_rw(sqe, IORING_OP_RECV, fd, NULL, 0, 0);
+    sqe->msg_flags = (uint32_t)flags;
+    sqe->ioprio |= IORING_RECV_MULTISHOT;
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = buf_group;
+}
+
+static inline void ul_prep_send(struct io_uring_sqe *sqe, int fd, const void *buf,
+                                size_t len, int flags)
+{
+    ul_prep_rw(sqe, IORING_OP_SEND, fd, buf, (unsigned)len, 0);
+    sqe->msg_flags = (uint32_t)flags;
+}
+
+static inline void ul_prep_send_zc(struct io_uring_sqe *sqe, int fd, const void *buf,
+                                   size_t len, int flags, unsigned zc_flags)
+{
+    ul_prep_rw(sqe, IORING_OP_SEND_ZC, fd, buf, (unsigned)len, 0);
+    sqe->msg_flags = (uint32_t)flags;
+    sqe->ioprio = (uint16_t)zc_flags;
+}
+
+static inline void ul_prep_recvmsg(struct io_uring_sqe *sqe, int fd,
+                                   struct msghdr *msg, int flags)
+{
+    ul_prep_rw(sqe, IORING_OP_RECVMSG, fd, msg, 1, 0);
+    sqe->msg_flags = (uint32_t)flags;
+}
+
+static inline void ul_prep_sendmsg(struct io_uring_sqe *sqe, int fd,
+                                   const struct msghdr *msg, int flags)
+{
+    ul_prep_rw(sqe, IORING_OP_SENDMSG, fd, msg, 1, 0);
+    sqe->msg_flags = (uint32_t)flags;
+}
+
+static inline void ul_prep_sendmsg_zc(struct io_uring_sqe *sqe, int fd,
+                                      const struct msghdr *msg, int flags,
+                                      unsigned zc_flags)
+{
+    ul_prep_rw(sqe, IORING_OP_SENDMSG_ZC, fd, msg, 1, 0);
+    sqe->msg_flags = (uint32_t)flags;
+    sqe->ioprio = (uint16_t)zc_flags;
+}
+
+static inline void ul_prep_accept(struct io_uring_sqe *sqe, int fd,
+                                  struct sockaddr *addr, socklen_t *addrlen,
+                                  int flags)
+{
+    ul_prep_rw(sqe, IORING_OP_ACCEPT, fd, addr, 0, (uint64_t)(uintptr_t)addrlen);
+    sqe->accept_flags = (uint32_t)flags;
+}
+
+static inline void ul_prep_multishot_accept(struct io_uring_sqe *sqe, int fd,
+                                            struct sockaddr *addr, socklen_t *addrlen,
+                                            int flags)
+{
+    ul_prep_accept(sqe, fd, addr, addrlen, flags);
+    sqe->ioprio |= IORING_ACCEPT_MULTISHOT;
+}
+
+static inline void ul_prep_connect(struct io_uring_sqe *sqe, int fd,
+                                   const struct sockaddr *addr, socklen_t addrlen)
+{
+    ul_prep_rw(sqe, IORING_OP_CONNECT, fd, addr, 0, addrlen);
+}
+
+static inline void ul_prep_shutdown(struct io_uring_sqe *sqe, int fd, int how)
+{
+    ul_prep_rw(sqe, IORING_OP_SHUTDOWN, fd, NULL, (unsigned)how, 0);
+}
+
+static inline void ul_prep_close(struct io_uring_sqe *sqe, int fd)
+{
+    ul_prep_rw(sqe, IORING_OP_CLOSE, fd, NULL, 0, 0);
+}
+
+static inline void ul_prep_poll_add(struct io_uring_sqe *sqe, int fd, unsigned mask)
+{
+    ul_prep_rw(sqe, IORING_OP_POLL_ADD, fd, NULL, 0, 0);
+    sqe->poll32_events = mask;   /* little-endian hosts only (x86_64, arm64) */
+}
+
+static inline void ul_prep_poll_multishot(struct io_uring_sqe *sqe, int fd, unsigned mask)
+{
+    ul_prep_poll_add(sqe, fd, mask);
+    sqe->len = IORING_POLL_ADD_MULTI;
+}
+
+/* Cancel the operation whose user_data is `target`. */
+static inline void ul_prep_cancel(struct io_uring_sqe *sqe, uint64_t target, int flags)
+{
+    ul_prep_rw(sqe, IORING_OP_ASYNC_CANCEL, -1, (void *)(uintptr_t)target, 0, 0);
+    sqe->cancel_flags = (uint32_t)flags;
+}
+
+static inline void ul_prep_splice(struct io_uring_sqe *sqe, int fd_in, int64_t off_in,
+                                  int fd_out, int64_t off_out, unsigned nbytes,
+                                  unsigned flags)
+{
+    ul_prep_rw(sqe, IORING_OP_SPLICE, fd_out, NULL, nbytes, (uint64_t)off_out);
+    sqe->splice_off_in = (uint64_t)off_in;
+    sqe->splice_fd_in = fd_in;
+    sqe->splice_flags = flags;
+}
+
+static inline void ul_sqe_set_data(struct io_uring_sqe *sqe, uint64_t user_data)
+{
+    sqe->user_data = user_data;
+}
+
+static inline void ul_sqe_set_flags(struct io_uring_sqe *sqe, unsigned flags)
+{
+    sqe->flags |= (uint8_t)flags;
+}
+
+#endif /* URINGLOOP_RING_H */

@@ -1,0 +1,384 @@
+# The sock_* operations: one Operation subclass per io_uring request kind.
+# Included by core.pyx.
+
+cdef extern from "<sys/socket.h>":
+    int MSG_NOSIGNAL
+    int MSG_TRUNC
+
+
+cdef int sockaddr_from_py(int family, object address, sockaddr_storage *out) except -1:
+    """Fill `out` from a Python socket address; return its length.  Hosts
+    must be numeric (resolve first)."""
+    cdef int n
+    cdef bytes path, host
+    if family == socket.AF_UNIX:
+        if isinstance(address, str):
+            path = os.fsencode(address)
+        elif isinstance(address, (bytes, bytearray, memoryview)):
+            path = bytes(address)
+        else:
+            raise TypeError(f"a bytes-like object or str is required for an "
+                            f"AF_UNIX address, not {type(address).__name__}")
+        n = ul_sockaddr_unix(out, path, len(path))
+        if n < 0:
+            raise OSError(_errno.EINVAL, "AF_UNIX path too long")
+        return n
+    if family == socket.AF_INET or family == socket.AF_INET6:
+        if not isinstance(address, tuple):
+            raise TypeError(f"{'AF_INET' if family == socket.AF_INET else 'AF_INET6'}"
+                            f" address must be tuple, not {type(address).__name__}")
+        if family == socket.AF_INET and len(address) != 2:
+            raise TypeError("AF_INET address must be a pair (host, port)")
+        if family == socket.AF_INET6 and not 2 <= len(address) <= 4:
+            raise TypeError("AF_INET6 address must be a tuple (host, port[, flowinfo[, scopeid]])")
+        host_obj, port = address[0], address[1]
+        if not isinstance(host_obj, str):
+            raise TypeError(f"str, bytes or bytearray expected, not {type(host_obj).__name__}")
+        port = port.__index__()
+        if not 0 <= port <= 65535:
+            raise OverflowError("port must be 0-65535.")
+        host = host_obj.encode('idna')
+        if family == socket.AF_INET:
+            n = ul_sockaddr_inet4(out, host, port)
+        else:
+            flowinfo = address[2] if len(address) > 2 else 0
+            scope_id = address[3] if len(address) > 3 else 0
+            if '%' in host_obj:
+                # "fe80::1%eth0": the zone names the scope
+                host_obj, zone = host_obj.split('%', 1)
+                host = host_obj.encode('idna')
+                scope_id = socket.if_nametoindex(zone) if not zone.isdigit() else int(zone)
+            n = ul_sockaddr_inet6(out, host, port, flowinfo, scope_id)
+        if n < 0:
+            raise socket.gaierror(socket.EAI_NONAME, f"not a numeric address: {host_obj!r}")
+        return n
+    raise OSError(_errno.EAFNOSUPPORT, f"address family {family} is not supported")
+
+
+cdef object sockaddr_to_py(sockaddr_storage *ss, socklen_t addrlen):
+    """The Python form of a kernel socket address, as the socket module
+    gives it."""
+    cdef char host[64]
+    cdef unsigned port, flowinfo, scope_id
+    cdef size_t n
+    cdef const char *path
+    if addrlen == 0:
+        return None
+    family = ul_sockaddr_family(ss)
+    if family == socket.AF_INET or family == socket.AF_INET6:
+        ul_sockaddr_inet_parts(ss, host, &port, &flowinfo, &scope_id)
+        if family == socket.AF_INET:
+            return (host.decode(), port)
+        return (host.decode(), port, flowinfo, scope_id)
+    if family == socket.AF_UNIX:
+        path = ul_sockaddr_unix_path(ss, addrlen, &n)
+        if n > 0 and path[0] == 0:
+            return path[:n]
+        return os.fsdecode(path[:n])
+    return None
+
+
+cdef class LeftOver:
+    """What arrived for a receive or accept whose waiter was cancelled, kept
+    for the next call on the same socket."""
+    cdef object sock_ref
+    cdef bytearray data
+    cdef list conns
+
+
+cdef LeftOver leftover_for(RingLoop loop, int fd, object sock):
+    cdef LeftOver lo = loop.recv_leftover.get(fd)
+    if lo is not None and lo.sock_ref() is not sock:
+        lo = None      # the fd number was reused by another socket
+    if lo is None:
+        lo = LeftOver.__new__(LeftOver)
+        lo.sock_ref = __import__('weakref').ref(sock)
+        lo.data = bytearray()
+        lo.conns = []
+        loop.recv_leftover[fd] = lo
+    return lo
+
+
+cdef object take_leftover_data(RingLoop loop, int fd, object sock, Py_ssize_t n):
+    cdef LeftOver lo = loop.recv_leftover.get(fd)
+    if lo is None or lo.sock_ref() is not sock or not lo.data:
+        return None
+    data = bytes(lo.data[:n])
+    del lo.data[:n]
+    if not lo.data and not lo.conns:
+        del loop.recv_leftover[fd]
+    return data
+
+
+cdef class SocketOperation(Operation):
+    cdef object sock
+    cdef int fd
+    cdef Py_buffer view
+    cdef bint has_view
+
+    cdef int hold_buffer(self, object buf, int flags) except -1:
+        PyObject_GetBuffer(buf, &self.view, flags)
+        self.has_view = True
+        return 0
+
+    cdef int release_buffer(self) except -1:
+        if self.has_view:
+            self.has_view = False
+            PyBuffer_Release(&self.view)
+        return 0
+
+    def __dealloc__(self):
+        if self.has_view:
+            self.has_view = False
+            PyBuffer_Release(&self.view)
+
+    cdef int retry(self) except -1:
+        return 0
+
+    cdef bint should_retry(self, int32_t res):
+        # io_uring waits for readiness itself; -EAGAIN only comes back in
+        # corner cases (a request punted to a worker on an O_NONBLOCK socket).
+        return res == -EAGAIN and not self.waiter_gone()
+
+
+@cython.final
+cdef class RecvOp(SocketOperation):
+    cdef bytes data
+    cdef Py_ssize_t size
+
+    cdef int retry(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        ul_prep_recv(sqe, self.fd, PyBytes_AS_STRING(self.data), <size_t>self.size, 0)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if self.should_retry(res):
+            return self.retry()
+        if res < 0:
+            return self.fail(res)
+        data = self.data if res == self.size else self.data[:res]
+        self.data = None
+        if self.waiter_gone():
+            if res > 0:
+                leftover_for(self.loop, self.fd, self.sock).data.extend(data)
+        else:
+            self.future.set_result(data)
+        return 0
+
+
+@cython.final
+cdef class RecvIntoOp(SocketOperation):
+    cdef Py_ssize_t size
+
+    cdef int retry(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        ul_prep_recv(sqe, self.fd, self.view.buf, <size_t>self.size, 0)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if self.should_retry(res):
+            return self.retry()
+        if res > 0 and self.waiter_gone():
+            leftover_for(self.loop, self.fd, self.sock).data.extend(
+                PyBytes_FromStringAndSize(<char *>self.view.buf, res))
+        self.release_buffer()
+        if res < 0:
+            return self.fail(res)
+        if not self.waiter_gone():
+            self.future.set_result(res)
+        return 0
+
+
+@cython.final
+cdef class SendAllOp(SocketOperation):
+    cdef Py_ssize_t offset
+
+    cdef int retry(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        ul_prep_send(sqe, self.fd, <char *>self.view.buf + self.offset,
+                     <size_t>(self.view.len - self.offset), MSG_NOSIGNAL)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if self.should_retry(res):
+            return self.retry()
+        if res < 0:
+            self.release_buffer()
+            return self.fail(res)
+        self.offset += res
+        if self.offset < self.view.len and not self.waiter_gone():
+            return self.retry()
+        self.release_buffer()
+        if not self.waiter_gone():
+            self.future.set_result(None)
+        return 0
+
+
+@cython.final
+cdef class AcceptOp(SocketOperation):
+    cdef sockaddr_storage addr
+    cdef socklen_t addrlen
+
+    cdef int retry(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        self.addrlen = sizeof(sockaddr_storage)
+        ul_prep_accept(sqe, self.fd, <sockaddr *>&self.addr, &self.addrlen,
+                       socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if self.should_retry(res):
+            return self.retry()
+        if res < 0:
+            return self.fail(res)
+        sock = self.sock
+        conn = socket.socket(sock.family, sock.type, sock.proto, fileno=res)
+        conn.setblocking(False)
+        address = sockaddr_to_py(&self.addr, self.addrlen)
+        if self.waiter_gone():
+            leftover_for(self.loop, self.fd, sock).conns.append((conn, address))
+        else:
+            self.future.set_result((conn, address))
+        return 0
+
+
+@cython.final
+cdef class ConnectOp(SocketOperation):
+    cdef sockaddr_storage addr
+    cdef socklen_t addrlen
+    cdef object address
+
+    cdef int retry(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        ul_prep_connect(sqe, self.fd, <sockaddr *>&self.addr, self.addrlen)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if self.should_retry(res):
+            return self.retry()
+        if self.waiter_gone():
+            return 0
+        if res < 0:
+            if res == -ECANCELED:
+                return self.fail(res)
+            self.future.set_exception(
+                OSError(-res, f'Connect call failed {self.address}'))
+        else:
+            self.future.set_result(None)
+        return 0
+
+
+@cython.final
+cdef class RecvMsgOp(SocketOperation):
+    """recvfrom / recvfrom_into: RECVMSG with room for the sender address."""
+    cdef msghdr msg
+    cdef iovec iov
+    cdef sockaddr_storage addr
+    cdef bytes data          # None for recvfrom_into
+    cdef Py_ssize_t size
+
+    cdef int retry(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        if self.data is not None:
+            self.iov.iov_base = PyBytes_AS_STRING(self.data)
+        else:
+            self.iov.iov_base = self.view.buf
+        self.iov.iov_len = <size_t>self.size
+        self.msg.msg_name = &self.addr
+        self.msg.msg_namelen = sizeof(sockaddr_storage)
+        self.msg.msg_iov = &self.iov
+        self.msg.msg_iovlen = 1
+        self.msg.msg_control = NULL
+        self.msg.msg_controllen = 0
+        self.msg.msg_flags = 0
+        ul_prep_recvmsg(sqe, self.fd, &self.msg, 0)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if self.should_retry(res):
+            return self.retry()
+        self.release_buffer()
+        if res < 0:
+            return self.fail(res)
+        if self.waiter_gone():
+            return 0     # a datagram for a cancelled waiter is dropped
+        address = sockaddr_to_py(&self.addr, self.msg.msg_namelen)
+        if self.data is not None:
+            data = self.data if res == self.size else self.data[:res]
+            self.data = None
+            self.future.set_result((data, address))
+        else:
+            self.future.set_result((res, address))
+        return 0
+
+
+@cython.final
+cdef class SendMsgOp(SocketOperation):
+    """sendto: SENDMSG with a destination address."""
+    cdef msghdr msg
+    cdef iovec iov
+    cdef sockaddr_storage addr
+    cdef socklen_t addrlen
+
+    cdef int retry(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        self.iov.iov_base = self.view.buf
+        self.iov.iov_len = <size_t>self.view.len
+        self.msg.msg_name = &self.addr if self.addrlen else NULL
+        self.msg.msg_namelen = self.addrlen
+        self.msg.msg_iov = &self.iov
+        self.msg.msg_iovlen = 1
+        self.msg.msg_control = NULL
+        self.msg.msg_controllen = 0
+        self.msg.msg_flags = 0
+        ul_prep_sendmsg(sqe, self.fd, &self.msg, MSG_NOSIGNAL)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if self.should_retry(res):
+            return self.retry()
+        self.release_buffer()
+        if res < 0:
+            return self.fail(res)
+        if not self.waiter_gone():
+            self.future.set_result(res)
+        return 0
+
+
+@cython.final
+cdef class ReadOp(SocketOperation):
+    """READ from a file at an offset (sock_sendfile's source)."""
+    cdef uint64_t offset
+
+    cdef int retry(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        ul_prep_read(sqe, self.fd, self.view.buf, <unsigned>self.view.len, self.offset)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if self.should_retry(res):
+            return self.retry()
+        self.release_buffer()
+        if res < 0:
+            return self.fail(res)
+        if not self.waiter_gone():
+            self.future.set_result(res)
+        return 0
+
+
+cdef object start(RingLoop loop, SocketOperation op, object sock, int fd):
+    """Queue `op`'s first request and return the future it resolves."""
+    fut = loop.create_future()
+    op.loop = loop
+    op.sock = sock
+    op.fd = fd
+    op.retry()
+    op.watch_future(fut)
+    return fut
+
+
+cdef inline int check_sock(RingLoop loop, object sock) except -1:
+    base_events._check_ssl_socket(sock)
+    if loop._debug and sock.gettimeout() != 0:
+        raise ValueError("the socket must be non-blocking")
+    return 0
