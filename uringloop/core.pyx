@@ -576,7 +576,11 @@ cdef class RingLoop:
         op = ConnectOp.__new__(ConnectOp)
         op.addrlen = sockaddr_from_py(sock.family, address, &op.addr)
         op.address = address
-        return await start(self, op, sock, sock.fileno())
+        fut = start(self, op, sock, sock.fileno())
+        # Start the handshake now, as the selector loops do (their connect()
+        # runs inside this call): a peer may wait for it synchronously.
+        self.submit_pending()
+        return await fut
 
     async def sock_accept(self, sock):
         """Accept a connection: (conn, address), conn non-blocking."""
@@ -744,6 +748,11 @@ class Loop(RingLoop, base_events.BaseEventLoop):
             if s is not None:
                 s.close()
         self._signal_ssock = self._signal_csock = None
+
+    def _stop_serving(self, sock):
+        # The selector loops' name for "stop accepting on sock and close it".
+        self.remove_reader(sock)
+        sock.close()
 
     def _process_events(self, event_list):
         pass    # completions are dispatched in RingLoop.reap
