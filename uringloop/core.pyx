@@ -43,6 +43,7 @@ from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, Py_buffer,
                              PyBUF_SIMPLE, PyBUF_WRITABLE)
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
+from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t, uintptr_t
 from libc.string cimport memcpy
 from libc.errno cimport errno
@@ -321,6 +322,8 @@ cdef class RingLoop:
             try:
                 if not self.draining:
                     op.complete(res, flags)
+                elif final:
+                    op.release()
             except (SystemExit, KeyboardInterrupt):
                 if final:
                     Py_DECREF(op)
@@ -474,7 +477,7 @@ cdef class RingLoop:
         """Receive up to n bytes from sock. Raises OSError on socket errors."""
         cdef RecvOp op
         check_sock(self, sock)
-        n = n.__index__()
+        n = PyNumber_Index(n)
         if n < 0:
             raise ValueError("negative buffersize in recv")
         fd = sock.fileno()
@@ -512,7 +515,7 @@ cdef class RingLoop:
         """Receive a datagram of up to bufsize bytes: (data, address)."""
         cdef RecvMsgOp op
         check_sock(self, sock)
-        bufsize = bufsize.__index__()
+        bufsize = PyNumber_Index(bufsize)
         if bufsize < 0:
             raise ValueError("negative buffersize in recvfrom")
         op = RecvMsgOp.__new__(RecvMsgOp)
@@ -524,7 +527,7 @@ cdef class RingLoop:
         """Receive a datagram into buf: (nbytes, address)."""
         cdef RecvMsgOp op
         check_sock(self, sock)
-        nbytes = nbytes.__index__()
+        nbytes = PyNumber_Index(nbytes)
         op = RecvMsgOp.__new__(RecvMsgOp)
         op.hold_buffer(buf, PyBUF_WRITABLE)
         if nbytes < 0:

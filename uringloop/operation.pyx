@@ -10,6 +10,11 @@ cdef class Operation:
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         return 0
 
+    cdef int release(self) except -1:
+        """The loop is closing and the kernel has posted the final CQE:
+        let go of buffers now rather than when the waiter is collected."""
+        return 0
+
     cdef int abandon(self) except -1:
         """The waiter gave up: ask the kernel to cancel.  The operation stays
         alive (and keeps its buffers) until its final CQE."""

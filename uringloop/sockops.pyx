@@ -34,7 +34,7 @@ cdef int sockaddr_from_py(int family, object address, sockaddr_storage *out) exc
         host_obj, port = address[0], address[1]
         if not isinstance(host_obj, str):
             raise TypeError(f"str, bytes or bytearray expected, not {type(host_obj).__name__}")
-        port = port.__index__()
+        port = PyNumber_Index(port)
         if not 0 <= port <= 65535:
             raise OverflowError("port must be 0-65535.")
         host = host_obj.encode('idna')
@@ -117,7 +117,13 @@ cdef class SocketOperation(Operation):
     cdef bint has_view
 
     cdef int hold_buffer(self, object buf, int flags) except -1:
-        PyObject_GetBuffer(buf, &self.view, flags)
+        try:
+            PyObject_GetBuffer(buf, &self.view, flags)
+        except BufferError:
+            if flags & PyBUF_WRITABLE:
+                raise TypeError(f"a read-write bytes-like object is required, "
+                                f"not '{type(buf).__name__}'") from None
+            raise
         self.has_view = True
         return 0
 
@@ -126,6 +132,9 @@ cdef class SocketOperation(Operation):
             self.has_view = False
             PyBuffer_Release(&self.view)
         return 0
+
+    cdef int release(self) except -1:
+        return self.release_buffer()
 
     def __dealloc__(self):
         if self.has_view:

@@ -1,0 +1,298 @@
+"""The loop's own behaviour: callbacks, timers, threads, executors, errors,
+life cycle.  Written against the stdlib loop's behaviour (any_loop)."""
+import asyncio
+import contextvars
+import logging
+import os
+import threading
+import time
+
+import pytest
+
+import uringloop
+
+
+def test_loop_is_an_asyncio_loop(uloop):
+    assert isinstance(uloop, asyncio.AbstractEventLoop)
+    assert isinstance(uloop, uringloop.Loop)
+
+
+def test_call_soon_order_and_args(any_loop):
+    calls = []
+    any_loop.call_soon(calls.append, 1)
+    any_loop.call_soon(calls.append, 2)
+    h = any_loop.call_soon(calls.append, 3)
+    h.cancel()
+    any_loop.call_soon(any_loop.stop)
+    any_loop.run_forever()
+    assert calls == [1, 2]
+
+
+def test_callbacks_added_while_running_wait_one_iteration(any_loop):
+    calls = []
+
+    def first():
+        calls.append("first")
+        any_loop.call_soon(calls.append, "nested")
+
+    any_loop.call_soon(first)
+    any_loop.call_soon(calls.append, "second")
+    any_loop.call_soon(any_loop.stop)
+    any_loop.run_forever()
+    assert calls == ["first", "second"]
+    any_loop.call_soon(any_loop.stop)
+    any_loop.run_forever()
+    assert calls == ["first", "second", "nested"]
+
+
+def test_timers_fire_in_order_and_not_early(any_loop):
+    fired = []
+    start = any_loop.time()
+    for delay in (0.03, 0.01, 0.02, 0.0):
+        any_loop.call_later(delay, lambda d=delay: fired.append((d, any_loop.time() - start)))
+    any_loop.call_later(0.05, any_loop.stop)
+    any_loop.run_forever()
+    assert [d for d, _ in fired] == [0.0, 0.01, 0.02, 0.03]
+    for delay, elapsed in fired:
+        assert elapsed >= delay - any_loop._clock_resolution
+
+
+def test_call_at_and_cancelled_timers_are_dropped(any_loop):
+    fired = []
+    handles = [any_loop.call_later(10 + i, fired.append, i) for i in range(200)]
+    for h in handles:
+        h.cancel()
+    any_loop.call_at(any_loop.time() + 0.01, fired.append, "at")
+    any_loop.call_later(0.02, any_loop.stop)
+    any_loop.run_forever()
+    assert fired == ["at"]
+    # more than half the heap was cancelled: it was rebuilt
+    assert len(any_loop._scheduled) == 0
+
+
+def test_call_soon_threadsafe_wakes_a_sleeping_loop(any_loop):
+    done = []
+
+    def other_thread():
+        time.sleep(0.05)
+        any_loop.call_soon_threadsafe(done.append, "woken")
+        any_loop.call_soon_threadsafe(any_loop.stop)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    # nothing else scheduled: the loop sleeps until the thread writes
+    any_loop.call_later(30, any_loop.stop)
+    t0 = time.monotonic()
+    any_loop.run_forever()
+    t.join()
+    assert done == ["woken"]
+    assert time.monotonic() - t0 < 20
+
+
+def test_call_soon_threadsafe_many_threads(uloop):
+    n_threads, per_thread = 4, 500
+    got = []
+
+    def worker(k):
+        for i in range(per_thread):
+            uloop.call_soon_threadsafe(got.append, (k, i))
+
+    async def main():
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(n_threads)]
+        for t in threads:
+            t.start()
+        while len(got) < n_threads * per_thread:
+            await asyncio.sleep(0.001)
+        for t in threads:
+            t.join()
+
+    uloop.run_until_complete(asyncio.wait_for(main(), 30))
+    for k in range(n_threads):
+        assert [i for kk, i in got if kk == k] == list(range(per_thread))
+
+
+def test_run_in_executor_and_default_executor(any_loop):
+    async def main():
+        r = await any_loop.run_in_executor(None, sum, [1, 2, 3])
+        tid = await any_loop.run_in_executor(None, threading.get_ident)
+        return r, tid
+
+    r, tid = any_loop.run_until_complete(main())
+    assert r == 6 and tid != threading.get_ident()
+    any_loop.run_until_complete(any_loop.shutdown_default_executor())
+
+
+def test_create_task_name_and_context(any_loop):
+    var = contextvars.ContextVar("var", default="default")
+    ctx = contextvars.copy_context()
+    ctx.run(var.set, "in ctx")
+
+    async def read_var():
+        return var.get()
+
+    task = any_loop.create_task(read_var(), name="reader")
+    assert task.get_name() == "reader"
+    assert any_loop.run_until_complete(task) == "default"
+    # Python 3.11 create_task has context=
+    task = any_loop.create_task(read_var(), context=ctx)
+    assert any_loop.run_until_complete(task) == "in ctx"
+
+
+def test_task_factory(any_loop):
+    made = []
+
+    def factory(loop, coro):
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop)
+
+    any_loop.set_task_factory(factory)
+    assert any_loop.get_task_factory() is factory
+
+    async def f():
+        return 5
+
+    assert any_loop.run_until_complete(f()) == 5
+    assert len(made) == 1
+
+
+def test_exception_in_callback_goes_to_handler_and_loop_goes_on(any_loop):
+    seen = []
+    any_loop.set_exception_handler(lambda loop, ctx: seen.append(ctx))
+
+    def boom():
+        raise ZeroDivisionError("boom")
+
+    any_loop.call_soon(boom)
+    later = []
+    any_loop.call_soon(later.append, 1)
+    any_loop.call_soon(any_loop.stop)
+    any_loop.run_forever()
+    assert isinstance(seen[0]["exception"], ZeroDivisionError)
+    assert later == [1]
+    assert any_loop.get_exception_handler() is not None
+
+
+def test_keyboard_interrupt_propagates_out_of_run(any_loop):
+    def interrupt():
+        raise KeyboardInterrupt
+
+    any_loop.call_soon(interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        any_loop.run_forever()
+    assert not any_loop.is_running()
+
+
+def test_slow_callback_warning_in_debug_mode(any_loop, caplog):
+    any_loop.set_debug(True)
+    any_loop.slow_callback_duration = 0.01
+    any_loop.call_soon(time.sleep, 0.03)
+    any_loop.call_soon(any_loop.stop)
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        any_loop.run_forever()
+    assert any("took" in r.getMessage() for r in caplog.records)
+
+
+def test_stop_close_states(any_loop):
+    assert not any_loop.is_running() and not any_loop.is_closed()
+
+    async def inside():
+        assert any_loop.is_running()
+        with pytest.raises(RuntimeError):
+            any_loop.close()
+        coro = asyncio.sleep(0)
+        with pytest.raises(RuntimeError):
+            any_loop.run_until_complete(coro)
+        coro.close()
+
+    any_loop.run_until_complete(inside())
+    any_loop.close()
+    assert any_loop.is_closed()
+    any_loop.close()   # twice is fine
+    with pytest.raises(RuntimeError):
+        any_loop.call_soon(print)
+    with pytest.raises(RuntimeError):
+        any_loop.run_forever()
+
+
+def test_shutdown_asyncgens(any_loop):
+    finalized = []
+
+    async def agen():
+        try:
+            yield 1
+            yield 2
+        finally:
+            finalized.append(True)
+
+    async def main():
+        g = agen()
+        await g.__anext__()
+        return g
+
+    g = any_loop.run_until_complete(main())
+    any_loop.run_until_complete(any_loop.shutdown_asyncgens())
+    assert finalized == [True]
+
+
+def test_getaddrinfo_and_getnameinfo(any_loop):
+    infos = any_loop.run_until_complete(any_loop.getaddrinfo("127.0.0.1", 80))
+    assert any(info[4][0] == "127.0.0.1" for info in infos)
+    name = any_loop.run_until_complete(any_loop.getnameinfo(("127.0.0.1", 80)))
+    assert len(name) == 2
+
+
+def test_run_until_complete_result_and_exception(any_loop):
+    async def ok():
+        await asyncio.sleep(0.001)
+        return "ok"
+
+    async def bad():
+        raise ValueError("bad")
+
+    assert any_loop.run_until_complete(ok()) == "ok"
+    with pytest.raises(ValueError):
+        any_loop.run_until_complete(bad())
+
+
+def test_runner_and_run_entry_points():
+    async def main():
+        return type(asyncio.get_running_loop())
+
+    assert uringloop.run(main()) is uringloop.Loop
+    with asyncio.Runner(loop_factory=uringloop.new_event_loop) as runner:
+        assert runner.run(main()) is uringloop.Loop
+
+
+def test_install_sets_the_policy():
+    old = asyncio.get_event_loop_policy()
+    try:
+        uringloop.install()
+        loop = asyncio.new_event_loop()
+        assert isinstance(loop, uringloop.Loop)
+        loop.close()
+    finally:
+        asyncio.set_event_loop_policy(old)
+
+
+def test_features_reports_the_probe():
+    info = uringloop.features()
+    assert info["available"] is True
+    assert info["kernel"] == os.uname().release
+    assert info["opcodes"]["RECV"] and info["opcodes"]["SEND"]
+    assert info["last_opcode"] >= 47
+
+
+def test_loop_refuses_a_forked_child(uloop):
+    uloop.run_until_complete(asyncio.sleep(0))
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            uloop.run_until_complete(asyncio.sleep(0))
+        except RuntimeError as exc:
+            code = 0 if "another process" in str(exc) else 2
+        except BaseException:
+            code = 3
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -1,0 +1,384 @@
+"""sock_* methods: real sockets over TCP (IPv4, IPv6), Unix streams and UDP,
+checked byte for byte; cancellation with the kernel holding the buffer."""
+import asyncio
+import errno
+import os
+import socket
+import tempfile
+
+import pytest
+
+import uringloop
+
+HAS_IPV6 = socket.has_ipv6 and os.path.exists("/proc/net/if_inet6")
+
+
+def nonblocking(*socks):
+    for s in socks:
+        s.setblocking(False)
+    return socks
+
+
+async def tcp_pair(loop, family=socket.AF_INET):
+    host = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+    srv = socket.socket(family, socket.SOCK_STREAM)
+    srv.bind((host, 0))
+    srv.listen()
+    cli = socket.socket(family, socket.SOCK_STREAM)
+    nonblocking(srv, cli)
+    accept = asyncio.ensure_future(loop.sock_accept(srv))
+    await loop.sock_connect(cli, srv.getsockname())
+    conn, addr = await accept
+    assert addr[:2] == cli.getsockname()[:2]
+    srv.close()
+    return cli, conn
+
+
+async def unix_pair(loop, path):
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen()
+    cli = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    nonblocking(srv, cli)
+    accept = asyncio.ensure_future(loop.sock_accept(srv))
+    await loop.sock_connect(cli, path)
+    conn, addr = await accept
+    assert addr == ""   # unbound client, as socket.accept() says
+    srv.close()
+    return cli, conn
+
+
+async def transfer(loop, a, b, payload, chunk=65536):
+    sender = asyncio.ensure_future(loop.sock_sendall(a, payload))
+    got = bytearray()
+    while len(got) < len(payload):
+        data = await loop.sock_recv(b, chunk)
+        assert data, "EOF before all data arrived"
+        got += data
+    await sender
+    return bytes(got)
+
+
+@pytest.mark.parametrize("family", [
+    socket.AF_INET,
+    pytest.param(socket.AF_INET6, marks=pytest.mark.skipif(not HAS_IPV6, reason="no IPv6")),
+])
+def test_tcp_roundtrip_all_methods(any_loop, family):
+    async def main():
+        cli, conn = await tcp_pair(any_loop, family)
+        with cli, conn:
+            payload = os.urandom(3 * 1024 * 1024 + 17)
+            assert await transfer(any_loop, cli, conn, payload) == payload
+            assert await transfer(any_loop, conn, cli, payload[:100000]) == payload[:100000]
+            await any_loop.sock_sendall(cli, b"into")
+            buf = bytearray(10)
+            n = await any_loop.sock_recv_into(conn, buf)
+            assert buf[:n] == b"into"[:n]
+            cli.shutdown(socket.SHUT_WR)
+            rest = b""
+            while True:
+                data = await any_loop.sock_recv(conn, 10)
+                if not data:
+                    break
+                rest += data
+            assert (bytes(buf[:n]) + rest) == b"into"
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))
+
+
+def test_unix_stream_roundtrip(any_loop):
+    async def main():
+        with tempfile.TemporaryDirectory() as d:
+            cli, conn = await unix_pair(any_loop, os.path.join(d, "s"))
+            with cli, conn:
+                payload = os.urandom(1 << 20)
+                assert await transfer(any_loop, cli, conn, payload) == payload
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))
+
+
+def test_unix_abstract_namespace_connect(any_loop):
+    async def main():
+        name = b"\0uringloop-test-%d" % os.getpid()
+        cli, conn = await unix_pair(any_loop, name)
+        with cli, conn:
+            assert cli.getpeername() == name
+            assert await transfer(any_loop, conn, cli, b"abstract") == b"abstract"
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_udp_sendto_recvfrom(any_loop):
+    async def main():
+        a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with a, b:
+            a.bind(("127.0.0.1", 0))
+            b.bind(("127.0.0.1", 0))
+            nonblocking(a, b)
+            n = await any_loop.sock_sendto(a, b"x" * 1000, b.getsockname())
+            assert n == 1000
+            data, addr = await any_loop.sock_recvfrom(b, 4096)
+            assert data == b"x" * 1000 and addr == a.getsockname()
+            await any_loop.sock_sendto(b, b"reply", a.getsockname())
+            buf = bytearray(100)
+            n, addr = await any_loop.sock_recvfrom_into(a, buf)
+            assert buf[:n] == b"reply" and addr == b.getsockname()
+            await any_loop.sock_sendto(b, b"truncated-datagram", a.getsockname())
+            n, addr = await any_loop.sock_recvfrom_into(a, buf, 4)
+            assert buf[:n] == b"trun"
+            with pytest.raises(ValueError):
+                await any_loop.sock_recvfrom_into(a, buf, 1000)
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+@pytest.mark.skipif(not HAS_IPV6, reason="no IPv6")
+def test_udp_ipv6_address_form(any_loop):
+    async def main():
+        a = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        b = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        with a, b:
+            a.bind(("::1", 0))
+            b.bind(("::1", 0))
+            nonblocking(a, b)
+            await any_loop.sock_sendto(a, b"v6", b.getsockname())
+            data, addr = await any_loop.sock_recvfrom(b, 100)
+            assert data == b"v6" and addr == a.getsockname()
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_sendto_resolves_names(any_loop):
+    async def main():
+        a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with a, b:
+            b.bind(("127.0.0.1", 0))
+            nonblocking(a, b)
+            await any_loop.sock_sendto(a, b"named", ("localhost", b.getsockname()[1]))
+            data, _ = await any_loop.sock_recvfrom(b, 100)
+            assert data == b"named"
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_connect_refused_is_connection_refused_error(any_loop):
+    async def main():
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        s = socket.socket()
+        s.setblocking(False)
+        with s, pytest.raises(ConnectionRefusedError):
+            await any_loop.sock_connect(s, ("127.0.0.1", port))
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_errors_and_bad_arguments(any_loop):
+    async def main():
+        a, b = socket.socketpair()
+        nonblocking(a, b)
+        with pytest.raises(ValueError):
+            await any_loop.sock_recv(a, -1)
+        with pytest.raises(TypeError):
+            await any_loop.sock_recv(a, "10")
+        with pytest.raises(TypeError):
+            await any_loop.sock_sendall(a, "not bytes")
+        with pytest.raises(TypeError):
+            await any_loop.sock_recv_into(a, b"read-only")
+        assert await any_loop.sock_recv(a, 0) == b""
+        await any_loop.sock_sendall(a, b"")
+        b.close()
+        with pytest.raises((BrokenPipeError, ConnectionResetError)):
+            for _ in range(100):
+                await any_loop.sock_sendall(a, b"x" * 65536)
+        a.close()
+        with pytest.raises(OSError):
+            await any_loop.sock_recv(a, 10)
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_peer_reset_is_connection_reset_error(any_loop):
+    async def main():
+        cli, conn = await tcp_pair(any_loop)
+        with cli, conn:
+            # SO_LINGER 0: close sends RST
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+            conn.close()
+            with pytest.raises(ConnectionResetError):
+                await any_loop.sock_recv(cli, 10)
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_cancelled_recv_loses_no_data(uloop):
+    """A receive cancelled after the kernel took data hands that data to the
+    next receive on the socket."""
+    async def main():
+        a, b = socket.socketpair()
+        nonblocking(a, b)
+        with a, b:
+            for i in range(50):
+                task = asyncio.ensure_future(uloop.sock_recv(b, 100))
+                await asyncio.sleep(0)
+                # The data arrives in the same iteration as the cancel.
+                a.send(b"%04d" % i)
+                task.cancel()
+                try:
+                    got = await task
+                except asyncio.CancelledError:
+                    got = b""
+                if got != b"%04d" % i:
+                    assert got == b""
+                    assert await uloop.sock_recv(b, 100) == b"%04d" % i
+
+    uloop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_cancelled_recv_into_keeps_the_buffer_until_the_kernel_lets_go(uloop):
+    async def main():
+        a, b = socket.socketpair()
+        nonblocking(a, b)
+        with a, b:
+            buf = bytearray(64)
+            task = asyncio.ensure_future(uloop.sock_recv_into(b, buf))
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            assert uloop.stats()["ops_in_flight"] >= 2   # wakeup read + recv
+            # The kernel holds the buffer: it cannot be resized.
+            with pytest.raises(BufferError):
+                buf.extend(b"x")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # After the final completion the export is released.
+            for _ in range(100):
+                try:
+                    buf.extend(b"x")
+                    break
+                except BufferError:
+                    await asyncio.sleep(0.001)
+            assert len(buf) == 65
+
+    uloop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_cancelled_accept_keeps_the_connection(uloop):
+    async def main():
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        srv.setblocking(False)
+        cli = socket.socket()
+        with srv, cli:
+            task = asyncio.ensure_future(uloop.sock_accept(srv))
+            await asyncio.sleep(0)
+            cli.connect(srv.getsockname())
+            task.cancel()
+            try:
+                conn, _ = await task
+            except asyncio.CancelledError:
+                conn, _ = await uloop.sock_accept(srv)
+            with conn:
+                assert conn.getpeername() == cli.getsockname()
+                assert conn.gettimeout() == 0
+
+    uloop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_cancel_connect_then_retry(any_loop):
+    async def main():
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        with srv:
+            for _ in range(10):
+                s = socket.socket()
+                s.setblocking(False)
+                with s:
+                    t = asyncio.ensure_future(any_loop.sock_connect(s, srv.getsockname()))
+                    await asyncio.sleep(0)
+                    t.cancel()
+                    try:
+                        await t
+                    except asyncio.CancelledError:
+                        pass
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_sock_sendfile(any_loop, tmp_path):
+    payload = os.urandom(700_000)
+    path = tmp_path / "blob"
+    path.write_bytes(payload)
+
+    async def main():
+        cli, conn = await tcp_pair(any_loop)
+        with cli, conn, open(path, "rb") as f:
+            async def receive(n):
+                got = bytearray()
+                while len(got) < n:
+                    got += await any_loop.sock_recv(conn, 65536)
+                return bytes(got)
+
+            reader = asyncio.ensure_future(receive(len(payload)))
+            sent = await any_loop.sock_sendfile(cli, f)
+            assert sent == len(payload)
+            assert f.tell() == len(payload)
+            assert await reader == payload
+
+            reader = asyncio.ensure_future(receive(1000))
+            sent = await any_loop.sock_sendfile(cli, f, offset=5000, count=1000)
+            assert sent == 1000 and f.tell() == 6000
+            assert await reader == payload[5000:6000]
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+def test_many_concurrent_operations_overflow_the_submission_queue(uloop):
+    """More requests in one iteration than the SQ has entries."""
+    n = uloop.stats()["sq_entries"] * 2 + 10
+
+    async def main():
+        pairs = [socket.socketpair() for _ in range(n // 2)]
+        try:
+            for a, b in pairs:
+                nonblocking(a, b)
+            recvs = [asyncio.ensure_future(uloop.sock_recv(b, 10)) for a, b in pairs]
+            sends = [asyncio.ensure_future(uloop.sock_sendall(a, b"%d" % i))
+                     for i, (a, b) in enumerate(pairs)]
+            await asyncio.gather(*sends)
+            got = await asyncio.gather(*recvs)
+            assert got == [b"%d" % i for i in range(len(pairs))]
+        finally:
+            for a, b in pairs:
+                a.close()
+                b.close()
+
+    uloop.run_until_complete(asyncio.wait_for(main(), 60))
+
+
+def test_close_with_operations_in_flight(uloop):
+    a, b = socket.socketpair()
+    nonblocking(a, b)
+    buf = bytearray(100)
+
+    async def main():
+        tasks = [asyncio.ensure_future(uloop.sock_recv(b, 10)),
+                 asyncio.ensure_future(uloop.sock_recv_into(a, buf))]
+        await asyncio.sleep(0.01)
+        return tasks
+
+    tasks = uloop.run_until_complete(main())
+    assert uloop.stats()["ops_in_flight"] >= 3
+    for t in tasks:
+        t.cancel()
+    uloop.close()
+    assert uloop.stats()["ops_in_flight"] == 0
+    buf.extend(b"free")     # the kernel let go of it
+    a.close()
+    b.close()
