@@ -1,0 +1,105 @@
+"""When io_uring is refused: a real seccomp filter (as Docker's default
+profile) and the kernel.io_uring_disabled sysctl, in child processes."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+HELPER_SRC = Path(__file__).parent / "helpers" / "deny_io_uring.c"
+
+
+@pytest.fixture(scope="module")
+def deny_io_uring(tmp_path_factory):
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler to build the seccomp helper")
+    exe = tmp_path_factory.mktemp("seccomp") / "deny_io_uring"
+    subprocess.run([cc, "-O2", "-o", str(exe), str(HELPER_SRC)], check=True)
+    return str(exe)
+
+
+def run_child(prefix, code, env=None):
+    full_env = dict(os.environ)
+    full_env.pop("URINGLOOP_STRICT", None)
+    full_env.update(env or {})
+    return subprocess.run(prefix + [sys.executable, "-W", "always", "-c",
+                                    textwrap.dedent(code)],
+                          capture_output=True, text=True, env=full_env, timeout=60)
+
+
+CHECK_REFUSED = """
+    import asyncio, errno, warnings, uringloop
+    try:
+        uringloop.new_event_loop()
+    except uringloop.RingUnavailableError as exc:
+        assert exc.errno == errno.EPERM, exc
+        print("raised:", exc)
+    else:
+        raise SystemExit("new_event_loop did not raise")
+    info = uringloop.features()
+    assert info["available"] is False and "io_uring_setup failed" in info["error"]
+    print("features:", info["available"], info["error"])
+
+    async def main():
+        return type(asyncio.get_running_loop()).__name__
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        name = uringloop.run(main())
+        name2 = uringloop.run(main())
+        uringloop.install()
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    print("loop:", name, name2)
+    print("warnings:", len(msgs), msgs)
+    assert name == name2 == "_UnixSelectorEventLoop"
+    assert len(msgs) == 1, msgs
+    assert not isinstance(asyncio.get_event_loop_policy(), uringloop.EventLoopPolicy)
+    print("OK")
+"""
+
+CHECK_STRICT = """
+    import asyncio, uringloop
+    async def main():
+        pass
+    try:
+        uringloop.run(main())
+    except uringloop.RingUnavailableError as exc:
+        print("strict raised:", exc)
+    else:
+        raise SystemExit("strict run() fell back")
+"""
+
+
+def test_seccomp_refusal_raises_and_run_falls_back(deny_io_uring):
+    r = run_child([deny_io_uring], CHECK_REFUSED)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout
+    assert "seccomp" in r.stdout      # the message names the cause and the fix
+
+
+def test_seccomp_refusal_strict_mode_raises(deny_io_uring):
+    r = run_child([deny_io_uring], CHECK_STRICT, env={"URINGLOOP_STRICT": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "strict raised" in r.stdout
+
+
+SYSCTL = Path("/proc/sys/kernel/io_uring_disabled")
+
+
+def test_io_uring_disabled_sysctl(tmp_path):
+    if not SYSCTL.exists():
+        pytest.skip("kernel has no kernel.io_uring_disabled (older than 6.6)")
+    if os.geteuid() != 0 or not os.access(SYSCTL, os.W_OK):
+        pytest.skip("changing kernel.io_uring_disabled needs root")
+    old = SYSCTL.read_text().strip()
+    try:
+        SYSCTL.write_text("2")
+        r = run_child([], CHECK_REFUSED)
+    finally:
+        SYSCTL.write_text(old)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout

@@ -1,0 +1,224 @@
+/*
+ * ring.c -- io_uring setup, teardown and the three system calls.
+ *
+ * Written for uringloop from the kernel's documented ABI (io_uring_setup(2),
+ * io_uring_enter(2), io_uring_register(2)).  See ring.h for the contract.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ring.h"
+
+#ifndef __NR_io_uring_setup
+#define __NR_io_uring_setup 425
+#endif
+#ifndef __NR_io_uring_enter
+#define __NR_io_uring_enter 426
+#endif
+#ifndef __NR_io_uring_register
+#define __NR_io_uring_register 427
+#endif
+
+static int sys_setup(unsigned entries, struct io_uring_params *p)
+{
+    long ret = syscall(__NR_io_uring_setup, entries, p);
+    return ret < 0 ? -errno : (int)ret;
+}
+
+static int sys_enter(int fd, unsigned to_submit, unsigned min_complete,
+                     unsigned flags, void *arg, size_t argsz)
+{
+    long ret = syscall(__NR_io_uring_enter, fd, to_submit, min_complete, flags,
+                       arg, argsz);
+    return ret < 0 ? -errno : (int)ret;
+}
+
+int ul_ring_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args)
+{
+    long ret = syscall(__NR_io_uring_register, r->fd, opcode, arg, nr_args);
+    return ret < 0 ? -errno : (int)ret;
+}
+
+/* The optional setup flags are tried in groups, newest kernel first: a kernel
+ * that does not know a flag answers -EINVAL, and we retry without that
+ * group.  Any other error (EPERM from seccomp or io_uring_disabled, ENOSYS,
+ * ENOMEM) ends the attempt. */
+static const unsigned drop_order[] = {
+    IORING_SETUP_NO_SQARRAY,                                      /* 6.6 */
+    IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER
+        | IORING_SETUP_R_DISABLED,                                /* 6.1 */
+    IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,        /* 5.19 */
+    IORING_SETUP_SUBMIT_ALL,                                      /* 5.18 */
+};
+
+static int map_rings(ul_ring *r, struct io_uring_params *p)
+{
+    size_t sq_len = p->sq_off.array + p->sq_entries * sizeof(unsigned);
+    size_t cq_len = p->cq_off.cqes + p->cq_entries * sizeof(struct io_uring_cqe);
+    unsigned char *sq, *cq;
+
+    if (p->flags & IORING_SETUP_NO_SQARRAY)
+        sq_len = p->sq_off.array ? p->sq_off.array : p->sq_off.dropped + sizeof(unsigned);
+    if (p->features & IORING_FEAT_SINGLE_MMAP) {
+        if (cq_len > sq_len)
+            sq_len = cq_len;
+        cq_len = sq_len;
+    }
+    sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+              r->fd, IORING_OFF_SQ_RING);
+    if (sq == MAP_FAILED)
+        return -errno;
+    r->sq_map = sq;
+    r->sq_map_len = sq_len;
+    if (p->features & IORING_FEAT_SINGLE_MMAP) {
+        cq = sq;
+        r->cq_map = NULL;
+        r->cq_map_len = 0;
+    } else {
+        cq = mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                  r->fd, IORING_OFF_CQ_RING);
+        if (cq == MAP_FAILED)
+            return -errno;
+        r->cq_map = cq;
+        r->cq_map_len = cq_len;
+    }
+    r->sqes_map_len = p->sq_entries * sizeof(struct io_uring_sqe);
+    r->sqes = mmap(NULL, r->sqes_map_len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+    if (r->sqes == MAP_FAILED) {
+        r->sqes = NULL;
+        return -errno;
+    }
+
+    r->sq_khead = (unsigned *)(sq + p->sq_off.head);
+    r->sq_ktail = (unsigned *)(sq + p->sq_off.tail);
+    r->sq_kflags = (unsigned *)(sq + p->sq_off.flags);
+    r->sq_mask = *(unsigned *)(sq + p->sq_off.ring_mask);
+    r->sq_entries = *(unsigned *)(sq + p->sq_off.ring_entries);
+    r->sq_array = NULL;
+    if (!(p->flags & IORING_SETUP_NO_SQARRAY)) {
+        /* Identity map once: SQE i is always slot i. */
+        unsigned i;
+        r->sq_array = (unsigned *)(sq + p->sq_off.array);
+        for (i = 0; i < r->sq_entries; i++)
+            r->sq_array[i] = i;
+    }
+    r->sqe_tail = *r->sq_ktail;
+
+    r->cq_khead = (unsigned *)(cq + p->cq_off.head);
+    r->cq_ktail = (unsigned *)(cq + p->cq_off.tail);
+    r->cq_koverflow = (unsigned *)(cq + p->cq_off.overflow);
+    r->cq_mask = *(unsigned *)(cq + p->cq_off.ring_mask);
+    r->cq_entries = *(unsigned *)(cq + p->cq_off.ring_entries);
+    r->cqes = (struct io_uring_cqe *)(cq + p->cq_off.cqes);
+    return 0;
+}
+
+int ul_ring_init(ul_ring *r, unsigned entries, unsigned cq_entries, unsigned wanted)
+{
+    struct io_uring_params p;
+    unsigned flags = wanted;
+    size_t step = 0;
+    int fd, ret;
+
+    memset(r, 0, sizeof(*r));
+    r->fd = -1;
+    for (;;) {
+        memset(&p, 0, sizeof(p));
+        p.flags = flags | IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+        p.cq_entries = cq_entries;
+        fd = sys_setup(entries, &p);
+        if (fd >= 0)
+            break;
+        if (fd != -EINVAL || step == sizeof(drop_order) / sizeof(drop_order[0]))
+            return fd;
+        flags &= ~drop_order[step++];
+    }
+    r->fd = fd;
+    r->setup_flags = p.flags;
+    r->features = p.features;
+    if (!(p.features & IORING_FEAT_EXT_ARG)) {
+        /* Older than 5.11: we cannot wait with a timeout in one call. */
+        ul_ring_exit(r);
+        return -ENOSYS;
+    }
+    ret = map_rings(r, &p);
+    if (ret < 0) {
+        ul_ring_exit(r);
+        return ret;
+    }
+    return 0;
+}
+
+void ul_ring_exit(ul_ring *r)
+{
+    if (r->sqes)
+        munmap(r->sqes, r->sqes_map_len);
+    if (r->cq_map)
+        munmap(r->cq_map, r->cq_map_len);
+    if (r->sq_map)
+        munmap(r->sq_map, r->sq_map_len);
+    if (r->fd >= 0)
+        close(r->fd);
+    r->sqes = NULL;
+    r->cq_map = r->sq_map = NULL;
+    r->fd = -1;
+}
+
+int ul_ring_enable(ul_ring *r)
+{
+    return ul_ring_register(r, UL_REGISTER_ENABLE_RINGS, NULL, 0);
+}
+
+int ul_ring_probe(ul_ring *r, unsigned char *supported)
+{
+    size_t len = sizeof(struct io_uring_probe) + 256 * sizeof(struct io_uring_probe_op);
+    struct io_uring_probe *probe = calloc(1, len);
+    int ret, i;
+
+    if (!probe)
+        return -ENOMEM;
+    memset(supported, 0, 256);
+    ret = ul_ring_register(r, UL_REGISTER_PROBE, probe, 256);
+    if (ret >= 0) {
+        for (i = 0; i < probe->ops_len; i++)
+            if (probe->ops[i].flags & IO_URING_OP_SUPPORTED)
+                supported[probe->ops[i].op] = 1;
+        ret = probe->last_op;
+    }
+    free(probe);
+    return ret;
+}
+
+int ul_ring_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns)
+{
+    struct io_uring_getevents_arg arg;
+    struct __kernel_timespec ts;
+    unsigned to_submit;
+
+    /* Publish everything handed out by ul_get_sqe. */
+    __atomic_store_n(r->sq_ktail, r->sqe_tail, __ATOMIC_RELEASE);
+    to_submit = ul_sq_pending(r);
+
+    memset(&arg, 0, sizeof(arg));
+    arg.sigmask_sz = _NSIG / 8;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = timeout_ns / 1000000000;
+        ts.tv_nsec = timeout_ns % 1000000000;
+        arg.ts = (uint64_t)(uintptr_t)&ts;
+    }
+    r->enter_calls++;
+    int ret = sys_enter(r->fd, to_submit, wait_nr,
+                        IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                        &arg, sizeof(arg));
+    if (ret > 0)
+        r->sqes_submitted += (unsigned)ret;
+    return ret;
+}
