@@ -19,6 +19,9 @@ extension = Extension(
         "uringloop/ring/sockaddr.h", "uringloop/includes/ring.pxd",
         "uringloop/core.pxd", "uringloop/operation.pyx",
         "uringloop/sockops.pyx", "uringloop/fdwatch.pyx",
+        "uringloop/ring/buf_ring.h", "uringloop/transports/base.pyx",
+        "uringloop/transports/base.pxd", "uringloop/transports/stream.pyx",
+        "uringloop/transports/stream.pxd", "uringloop/transports/server.pyx",
     ],
     extra_compile_args=["-O2", "-Wno-unused-function"]
     + (["-DURINGLOOP_DEBUG", "-UNDEBUG", "-O0", "-g"] if debug else []),

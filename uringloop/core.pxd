@@ -2,7 +2,7 @@
 # includes (operation.pyx, sockops.pyx, fdwatch.pyx).
 
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t
-from .includes.ring cimport ul_ring, io_uring_sqe
+from .includes.ring cimport ul_ring, ul_buf_ring, io_uring_sqe, msghdr, iovec
 
 
 cdef class Operation:
@@ -45,7 +45,11 @@ cdef class RingLoop:
 
     cdef object readers           # fd -> FdWatch
     cdef object writers           # fd -> FdWatch
+    cdef object accepting         # fd -> ServerAccept
     cdef object recv_leftover     # fd -> bytes received after a cancel
+    cdef ul_buf_ring recv_buffers # provided buffers for multishot receives
+    cdef bint recv_buffers_ready
+    cdef public object _transports   # fd -> transport (weak values)
 
     cdef io_uring_sqe *sqe_for(self, Operation op) except NULL
     cdef int submit_pending(self) except -1
@@ -59,3 +63,8 @@ cdef class RingLoop:
     cdef raise_enter_error(self, int ret)
     cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args)
     cdef object remove_watch(self, dict watches, object fd)
+    cdef int ensure_recv_buffers(self) except -1
+
+
+include "transports/base.pxd"
+include "transports/stream.pxd"

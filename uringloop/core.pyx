@@ -60,11 +60,14 @@ import sys
 import threading
 import warnings
 
-from asyncio import base_events, events, exceptions, futures
+import weakref
+from asyncio import (base_events, constants, events, exceptions, futures,
+                     protocols, sslproto, trsock)
 from asyncio.log import logger
 
 cdef extern from "<errno.h>" nogil:
-    int EINTR, EAGAIN, ECANCELED, ETIME, EBUSY, EEXIST, EINVAL
+    int EINTR, EAGAIN, ECANCELED, ETIME, EBUSY, EEXIST, EINVAL, ENOBUFS
+    int EMFILE, ENFILE, ENOMEM
 
 cdef extern from "<sys/eventfd.h>" nogil:
     int eventfd(unsigned int initval, int flags)
@@ -153,6 +156,9 @@ cdef inline double monotonic() noexcept nogil:
 include "operation.pyx"
 include "sockops.pyx"
 include "fdwatch.pyx"
+include "transports/base.pyx"
+include "transports/stream.pyx"
+include "transports/server.pyx"
 
 
 cdef class RingLoop:
@@ -181,7 +187,9 @@ cdef class RingLoop:
         self.owner_pid = os.getpid()
         self.readers = {}
         self.writers = {}
+        self.accepting = {}
         self.recv_leftover = {}
+        self._transports = weakref.WeakValueDictionary()
         self.ops_in_flight = 0
         self.draining = False
         self.arm_wakeup()
@@ -449,8 +457,139 @@ cdef class RingLoop:
         return True
 
     def _ensure_fd_no_transport(self, fd):
-        # Transports (a later layer) register the fds they own here.
-        pass
+        transport = self._transports.get(fd)
+        if transport is not None and not transport.is_closing():
+            raise RuntimeError(
+                f'File descriptor {fd!r} is used by transport {transport!r}')
+
+    cdef int ensure_recv_buffers(self) except -1:
+        cdef int ret
+        if self.recv_buffers_ready:
+            return 0
+        ret = ul_buf_ring_init(&self.ring, &self.recv_buffers, RECV_BUFFER_GROUP,
+                               RECV_BUFFER_COUNT, RECV_BUFFER_SIZE)
+        if ret < 0:
+            raise OSError(-ret, f"cannot register the receive buffer ring: "
+                                f"{os.strerror(-ret)}")
+        self.recv_buffers_ready = True
+        return 0
+
+    # ---- transports --------------------------------------------------
+
+    def _make_socket_transport(self, sock, protocol, waiter=None, *,
+                               extra=None, server=None):
+        return new_stream_transport(self, sock, protocol, waiter, extra, server)
+
+    def _make_ssl_transport(self, rawsock, protocol, sslcontext, waiter=None,
+                            *, server_side=False, server_hostname=None,
+                            extra=None, server=None,
+                            ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
+                            ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+        ssl_protocol = sslproto.SSLProtocol(
+            self, protocol, sslcontext, waiter, server_side, server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout)
+        new_stream_transport(self, rawsock, ssl_protocol, None, extra, server)
+        return ssl_protocol._app_transport
+
+    def _start_serving(self, protocol_factory, sock, sslcontext=None,
+                       server=None, backlog=100,
+                       ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
+                       ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+        cdef ServerAccept op
+        fd = sock.fileno()
+        if fd in self.accepting:
+            return
+        op = ServerAccept.__new__(ServerAccept)
+        op.loop = self
+        op.sock = sock
+        op.fd = fd
+        op.protocol_factory = protocol_factory
+        op.sslcontext = sslcontext
+        op.server = server
+        op.ssl_handshake_timeout = ssl_handshake_timeout
+        op.ssl_shutdown_timeout = ssl_shutdown_timeout
+        op.active = True
+        self.accepting[fd] = op
+        op.arm()
+
+    def _stop_serving(self, sock):
+        """Stop accepting on sock and close it (once the kernel has given
+        back the ACCEPT request)."""
+        cdef ServerAccept op = self.accepting.pop(sock.fileno(), None)
+        if op is None:
+            self.remove_reader(sock)
+            sock.close()
+            return
+        try:
+            # A listening socket shut down for reading stops listening at
+            # once: no connection is queued after Server.close() returns.
+            sock.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass
+        op.stop()
+
+    def _accepted(self, ServerAccept op, int fd):
+        try:
+            conn = op._accepted_conn(fd)
+        except OSError:
+            close(fd)
+            raise
+        try:
+            peername = conn.getpeername()
+        except OSError:
+            peername = None
+        extra = {'peername': peername}
+        if op.sslcontext is not None:
+            self.create_task(self._accept_connection2(
+                op.protocol_factory, conn, extra, op.sslcontext, op.server,
+                op.ssl_handshake_timeout, op.ssl_shutdown_timeout))
+            return
+        try:
+            protocol = op.protocol_factory()
+            new_stream_transport(self, conn, protocol, None, extra, op.server)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            conn.close()
+            if self._debug:
+                self.call_exception_handler({
+                    'message': 'Error on transport creation for incoming connection',
+                    'exception': exc,
+                })
+
+    async def _accept_connection2(self, protocol_factory, conn, extra,
+                                  sslcontext=None, server=None,
+                                  ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
+                                  ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+        protocol = None
+        transport = None
+        try:
+            protocol = protocol_factory()
+            waiter = self.create_future()
+            transport = self._make_ssl_transport(
+                conn, protocol, sslcontext, waiter=waiter, server_side=True,
+                extra=extra, server=server,
+                ssl_handshake_timeout=ssl_handshake_timeout,
+                ssl_shutdown_timeout=ssl_shutdown_timeout)
+            try:
+                await waiter
+            except BaseException:
+                transport.close()
+                raise
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            if self._debug:
+                context = {
+                    'message': 'Error on transport creation for incoming connection',
+                    'exception': exc,
+                }
+                if protocol is not None:
+                    context['protocol'] = protocol
+                if transport is not None:
+                    context['transport'] = transport
+                self.call_exception_handler(context)
 
     def add_reader(self, fd, callback, *args):
         """Call callback(*args) whenever fd is readable (level-triggered)."""
@@ -631,6 +770,9 @@ cdef class RingLoop:
                 "forked child must create its own loop")
 
     def _stop_fd_watches(self):
+        for op in self.accepting.values():
+            (<ServerAccept>op).stop()
+        self.accepting.clear()
         for watches in (self.readers, self.writers):
             for watch in watches.values():
                 (<FdWatch>watch).stop()
@@ -673,10 +815,28 @@ cdef class RingLoop:
                                'flight at close; their buffers are kept',
                                self.ops_in_flight)
         finally:
+            if self.recv_buffers_ready and not self.ops_in_flight:
+                ul_buf_ring_free(&self.ring, &self.recv_buffers)
+                self.recv_buffers_ready = False
             self.close_ring_now()
             if self.wakeup_fd >= 0:
                 close(self.wakeup_fd)
                 self.wakeup_fd = -1
+
+
+def _check_unix_stream_socket(sock):
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+        raise ValueError(f'A UNIX Domain Stream Socket was expected, got {sock!r}')
+
+
+def _remove_stale_unix_socket(path):
+    try:
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        logger.error('Unable to check or remove stale UNIX socket %r: %r', path, err)
 
 
 def _sighandler_noop(signum, frame):
@@ -751,11 +911,6 @@ class Loop(RingLoop, base_events.BaseEventLoop):
             if s is not None:
                 s.close()
         self._signal_ssock = self._signal_csock = None
-
-    def _stop_serving(self, sock):
-        # The selector loops' name for "stop accepting on sock and close it".
-        self.remove_reader(sock)
-        sock.close()
 
     def _process_events(self, event_list):
         pass    # completions are dispatched in RingLoop.reap
@@ -842,6 +997,91 @@ class Loop(RingLoop, base_events.BaseEventLoop):
             except (ValueError, OSError) as exc:
                 logger.info('set_wakeup_fd(-1) failed: %s', exc)
         return True
+
+    # ---- Unix sockets ---------------------------------------------------
+
+    async def create_unix_connection(self, protocol_factory, path=None, *,
+                                     ssl=None, sock=None, server_hostname=None,
+                                     ssl_handshake_timeout=None,
+                                     ssl_shutdown_timeout=None):
+        """Connect to the Unix stream socket at path (or use sock);
+        (transport, protocol).  Raises ValueError for inconsistent
+        arguments, OSError when the connection fails."""
+        if server_hostname is not None and not isinstance(server_hostname, str):
+            raise TypeError("server_hostname must be a str")
+        if ssl:
+            if server_hostname is None:
+                raise ValueError('you have to pass server_hostname when using ssl')
+        else:
+            for name, value in (('server_hostname', server_hostname),
+                                ('ssl_handshake_timeout', ssl_handshake_timeout),
+                                ('ssl_shutdown_timeout', ssl_shutdown_timeout)):
+                if value is not None:
+                    raise ValueError(f'{name} is only meaningful with ssl')
+        if path is not None:
+            if sock is not None:
+                raise ValueError('path and sock can not be specified at the same time')
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0)
+            try:
+                sock.setblocking(False)
+                await self.sock_connect(sock, os.fspath(path))
+            except BaseException:
+                sock.close()
+                raise
+        else:
+            if sock is None:
+                raise ValueError('no path and sock were specified')
+            _check_unix_stream_socket(sock)
+            sock.setblocking(False)
+        return await self._create_connection_transport(
+            sock, protocol_factory, ssl, server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout)
+
+    async def create_unix_server(self, protocol_factory, path=None, *,
+                                 sock=None, backlog=100, ssl=None,
+                                 ssl_handshake_timeout=None,
+                                 ssl_shutdown_timeout=None,
+                                 start_serving=True):
+        """Serve on a Unix stream socket bound to path (a stale socket file
+        there is replaced; a path starting with NUL is abstract) or on
+        sock.  Returns an asyncio Server."""
+        if isinstance(ssl, bool):
+            raise TypeError('ssl argument must be an SSLContext or None')
+        if not ssl:
+            for name, value in (('ssl_handshake_timeout', ssl_handshake_timeout),
+                                ('ssl_shutdown_timeout', ssl_shutdown_timeout)):
+                if value is not None:
+                    raise ValueError(f'{name} is only meaningful with ssl')
+        if path is not None:
+            if sock is not None:
+                raise ValueError('path and sock can not be specified at the same time')
+            path = os.fspath(path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            if path[0] not in (0, '\x00'):
+                _remove_stale_unix_socket(path)
+            try:
+                sock.bind(path)
+            except OSError as exc:
+                sock.close()
+                if exc.errno == _errno.EADDRINUSE:
+                    raise OSError(_errno.EADDRINUSE,
+                                  f'Address {path!r} is already in use') from None
+                raise
+            except BaseException:
+                sock.close()
+                raise
+        else:
+            if sock is None:
+                raise ValueError('path was not specified, and no sock specified')
+            _check_unix_stream_socket(sock)
+        sock.setblocking(False)
+        server = base_events.Server(self, [sock], protocol_factory, ssl, backlog,
+                                    ssl_handshake_timeout, ssl_shutdown_timeout)
+        if start_serving:
+            server._start_serving()
+            await asyncio.sleep(0)
+        return server
 
     # ---- sendfile -------------------------------------------------------
 

@@ -98,6 +98,7 @@ cdef extern from "ring/ring.h" nogil:
     void ul_prep_recvmsg(io_uring_sqe *sqe, int fd, msghdr *msg, int flags)
     void ul_prep_sendmsg(io_uring_sqe *sqe, int fd, const msghdr *msg, int flags)
     void ul_prep_accept(io_uring_sqe *sqe, int fd, sockaddr *addr, socklen_t *addrlen, int flags)
+    void ul_prep_multishot_accept(io_uring_sqe *sqe, int fd, sockaddr *addr, socklen_t *addrlen, int flags)
     void ul_prep_connect(io_uring_sqe *sqe, int fd, const sockaddr *addr, socklen_t addrlen)
     void ul_prep_shutdown(io_uring_sqe *sqe, int fd, int how)
     void ul_prep_close(io_uring_sqe *sqe, int fd)
@@ -123,3 +124,17 @@ cdef extern from "ring/sockaddr.h" nogil:
                                unsigned *flowinfo, unsigned *scope_id)
     const char *ul_sockaddr_unix_path(const sockaddr_storage *ss, socklen_t addrlen,
                                       size_t *len)
+
+
+cdef extern from "ring/buf_ring.h" nogil:
+    ctypedef struct ul_buf_ring:
+        unsigned entries
+        unsigned buf_size
+        unsigned short bgid
+
+    int ul_buf_ring_init(ul_ring *r, ul_buf_ring *b, unsigned short bgid,
+                         unsigned entries, unsigned buf_size)
+    void ul_buf_ring_free(ul_ring *r, ul_buf_ring *b)
+    unsigned char *ul_buf_ring_addr(ul_buf_ring *b, unsigned bid)
+    void ul_buf_ring_recycle(ul_buf_ring *b, unsigned bid)
+    unsigned ul_cqe_buffer_id(uint32_t cqe_flags)

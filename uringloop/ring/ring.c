@@ -222,3 +222,69 @@ int ul_ring_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns)
         r->sqes_submitted += (unsigned)ret;
     return ret;
 }
+
+/* ---- provided-buffer rings (buf_ring.h) ---- */
+
+#include "buf_ring.h"
+
+int ul_buf_ring_init(ul_ring *r, ul_buf_ring *b, unsigned short bgid,
+                     unsigned entries, unsigned buf_size)
+{
+    struct io_uring_buf_reg reg;
+    unsigned i;
+    int ret;
+
+    memset(b, 0, sizeof(*b));
+    if (entries == 0 || (entries & (entries - 1)) || entries > 32768)
+        return -EINVAL;
+    b->ring_len = entries * sizeof(struct io_uring_buf);
+    b->br = mmap(NULL, b->ring_len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b->br == MAP_FAILED) {
+        b->br = NULL;
+        return -errno;
+    }
+    b->base_len = (size_t)entries * buf_size;
+    b->base = mmap(NULL, b->base_len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b->base == MAP_FAILED) {
+        b->base = NULL;
+        ul_buf_ring_free(r, b);
+        return -errno;
+    }
+    b->entries = entries;
+    b->mask = entries - 1;
+    b->buf_size = buf_size;
+    b->bgid = bgid;
+
+    memset(&reg, 0, sizeof(reg));
+    reg.ring_addr = (uint64_t)(uintptr_t)b->br;
+    reg.ring_entries = entries;
+    reg.bgid = bgid;
+    ret = ul_ring_register(r, UL_REGISTER_PBUF_RING, &reg, 1);
+    if (ret < 0) {
+        ul_buf_ring_free(r, b);
+        return ret;
+    }
+    b->registered = 1;
+    for (i = 0; i < entries; i++)
+        ul_buf_ring_recycle(b, i);
+    return 0;
+}
+
+void ul_buf_ring_free(ul_ring *r, ul_buf_ring *b)
+{
+    if (b->registered && r->fd >= 0) {
+        struct io_uring_buf_reg reg;
+        memset(&reg, 0, sizeof(reg));
+        reg.bgid = b->bgid;
+        ul_ring_register(r, UL_UNREGISTER_PBUF_RING, &reg, 1);
+    }
+    b->registered = 0;
+    if (b->base)
+        munmap(b->base, b->base_len);
+    if (b->br)
+        munmap(b->br, b->ring_len);
+    b->base = NULL;
+    b->br = NULL;
+}

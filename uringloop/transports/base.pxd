@@ -1,0 +1,22 @@
+# Declarations shared by the transports (bodies in transports/base.pyx).
+
+cdef class BaseTransport:
+    cdef object __weakref__
+    cdef RingLoop loop
+    cdef object sock
+    cdef int fd
+    cdef object protocol
+    cdef dict extra
+    cdef object server
+    cdef bint closing
+    cdef bint protocol_connected
+    cdef int conn_lost
+    cdef int ops_pending            # our requests the kernel may still hold
+    cdef bint sock_close_pending    # close the fd once ops_pending is 0
+
+    cdef int op_started(self) except -1
+    cdef int op_finished(self) except -1
+    cdef int close_socket(self) except -1
+    cdef int fatal_error(self, object exc, str message) except -1
+    cdef int force_close(self, object exc) except -1
+    cdef int stop_io(self) except -1

@@ -1,0 +1,130 @@
+# BaseTransport: what every uringloop transport shares -- extra info, the
+# close sequence, and the rule that the fd is not closed while a request of
+# ours may still name it (an SQE still queued resolves the fd number only when
+# it is submitted; a reused number would point it at another file).
+
+
+cdef class BaseTransport:
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("transports are made by the loop")
+
+    cdef int op_started(self) except -1:
+        self.ops_pending += 1
+        return 0
+
+    cdef int op_finished(self) except -1:
+        self.ops_pending -= 1
+        if self.ops_pending == 0 and self.sock_close_pending:
+            self.sock_close_pending = False
+            self.sock.close()
+        return 0
+
+    cdef int close_socket(self) except -1:
+        if self.ops_pending:
+            self.sock_close_pending = True
+        else:
+            self.sock.close()
+        return 0
+
+    cdef int stop_io(self) except -1:
+        """Cancel reading and writing requests (transport-specific)."""
+        return 0
+
+    # -- asyncio.BaseTransport -------------------------------------------
+
+    def get_extra_info(self, name, default=None):
+        """Information about the transport: 'socket' (a TransportSocket),
+        'sockname', 'peername', and what its kind adds."""
+        return self.extra.get(name, default)
+
+    def is_closing(self):
+        return self.closing
+
+    def set_protocol(self, protocol):
+        self.protocol = protocol
+
+    def get_protocol(self):
+        return self.protocol
+
+    def close(self):
+        """Close the transport: buffered data is still sent, then
+        protocol.connection_lost(None) is called."""
+        if self.closing:
+            return
+        self.closing = True
+        self.stop_io()
+        self.conn_lost += 1
+        self.loop.call_soon(self._call_connection_lost, None)
+
+    def abort(self):
+        """Close at once; buffered data is lost."""
+        self.force_close(None)
+
+    def _force_close(self, exc):
+        # sslproto.SSLProtocol closes its transport through this name.
+        self.force_close(exc)
+
+    cdef int fatal_error(self, object exc, str message) except -1:
+        if isinstance(exc, OSError):
+            if self.loop.get_debug():
+                logger.debug("%r: %s", self, message, exc_info=True)
+        else:
+            self.loop.call_exception_handler({
+                'message': message,
+                'exception': exc,
+                'transport': self,
+                'protocol': self.protocol,
+            })
+        self.force_close(exc)
+        return 0
+
+    cdef int force_close(self, object exc) except -1:
+        if self.conn_lost:
+            return 0
+        self.closing = True
+        self.stop_io()
+        self.conn_lost += 1
+        self.loop.call_soon(self._call_connection_lost, exc)
+        return 0
+
+    def _call_connection_lost(self, exc):
+        try:
+            if self.protocol_connected:
+                self.protocol.connection_lost(exc)
+        finally:
+            self.close_socket()
+            self.protocol = None
+            server = self.server
+            if server is not None:
+                self.server = None
+                server._detach()
+
+    def _register(self):
+        self.loop._transports[self.fd] = self
+
+    def __del__(self):
+        if self.sock is not None and self.sock.fileno() != -1 and not self.closing:
+            warnings.warn(f"unclosed transport {self!r}", ResourceWarning,
+                          source=self)
+            if not self.ops_pending:
+                self.sock.close()
+
+    def __repr__(self):
+        state = 'closing' if self.closing else 'open'
+        return f'<{type(self).__name__} fd={self.fd} {state}>'
+
+
+cdef dict socket_extra(object sock, object extra):
+    cdef dict info = {} if extra is None else dict(extra)
+    info['socket'] = trsock.TransportSocket(sock)
+    try:
+        info['sockname'] = sock.getsockname()
+    except OSError:
+        info['sockname'] = None
+    if 'peername' not in info:
+        try:
+            info['peername'] = sock.getpeername()
+        except socket.error:
+            info['peername'] = None
+    return info

@@ -1,0 +1,45 @@
+# Declarations of the stream transport (bodies in transports/stream.pyx).
+
+cdef class StreamTransport(BaseTransport):
+    cdef bint buffered_protocol      # protocol is an asyncio.BufferedProtocol
+    cdef bint reading_paused
+    cdef bint eof_seen               # the peer's FIN has arrived
+    cdef bint eof_pending            # ...and waits for resume_reading
+    cdef list paused_data            # received while reading was paused
+    cdef StreamRecv recv_op
+    cdef bint recv_armed
+
+    cdef object write_queue          # deque of bytes, oldest first
+    cdef Py_ssize_t head_offset      # bytes of write_queue[0] already sent
+    cdef Py_ssize_t write_buffer_size
+    cdef Py_ssize_t high_water
+    cdef Py_ssize_t low_water
+    cdef bint protocol_paused
+    cdef bint eof_written            # write_eof() was called
+    cdef StreamSend send_op
+    cdef bint send_armed
+    cdef object empty_waiter         # future resolved when the queue drains
+
+    cdef int start_reading(self) except -1
+    cdef int stop_reading(self) except -1
+    cdef int recv_completed(self, int32_t res, uint32_t flags, object data) except -1
+    cdef int deliver(self, object data) except -1
+    cdef int deliver_eof(self) except -1
+    cdef int submit_send(self) except -1
+    cdef int send_completed(self, int32_t res) except -1
+    cdef int maybe_pause_protocol(self) except -1
+    cdef int maybe_resume_protocol(self) except -1
+    cdef int set_limits(self, object high, object low) except -1
+
+
+cdef class StreamRecv(Operation):
+    cdef StreamTransport transport
+    cdef Py_buffer view
+    cdef bint has_view
+
+
+cdef class StreamSend(Operation):
+    cdef StreamTransport transport
+    cdef object held                 # the chunks the kernel is reading
+    cdef msghdr msg
+    cdef iovec iov[64]

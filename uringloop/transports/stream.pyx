@@ -1,0 +1,453 @@
+# StreamTransport: TCP and Unix stream sockets on io_uring.
+#
+# Reading: one multishot RECV per transport, its buffers picked by the kernel
+# from the loop's provided-buffer ring; each completion is copied into a
+# bytes object for data_received() and the buffer goes straight back to the
+# ring.  A BufferedProtocol instead gets a single-shot RECV straight into the
+# memory its get_buffer() returned.  pause_reading() cancels the request;
+# data the kernel had already delivered is kept and handed over on resume.
+#
+# Writing: at most one send request in flight per socket -- two sends in
+# flight on one TCP socket may be executed out of order.  write() queues the
+# data (bytes are kept by reference, mutable buffers are copied because the
+# caller may reuse them at once); when the send completes, everything queued
+# meanwhile leaves in one SENDMSG with an iovec per chunk.  This is the seam
+# where the zero-copy policy plugs in (submit_send picks the opcode).
+
+cdef Py_ssize_t DEFAULT_HIGH_WATER = 64 * 1024
+cdef int MAX_IOV = 64
+cdef unsigned short RECV_BUFFER_GROUP = 1
+cdef unsigned RECV_BUFFER_COUNT = 256
+cdef unsigned RECV_BUFFER_SIZE = 64 * 1024
+
+
+@cython.final
+cdef class StreamRecv(Operation):
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        cdef StreamTransport tr = self.transport
+        cdef unsigned bid
+        data = None
+        if flags & IORING_CQE_F_BUFFER:
+            bid = ul_cqe_buffer_id(flags)
+            if res > 0:
+                data = PyBytes_FromStringAndSize(
+                    <char *>ul_buf_ring_addr(&self.loop.recv_buffers, bid), res)
+            ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
+        if self.has_view and not (flags & IORING_CQE_F_MORE):
+            self.has_view = False
+            PyBuffer_Release(&self.view)
+        return tr.recv_completed(res, flags, data)
+
+    cdef int release(self) except -1:
+        if self.has_view:
+            self.has_view = False
+            PyBuffer_Release(&self.view)
+        return 0
+
+    def __dealloc__(self):
+        if self.has_view:
+            self.has_view = False
+            PyBuffer_Release(&self.view)
+
+
+@cython.final
+cdef class StreamSend(Operation):
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        self.held = None
+        return self.transport.send_completed(res)
+
+    cdef int release(self) except -1:
+        self.held = None
+        return 0
+
+
+cdef class StreamTransport(BaseTransport):
+
+    # -- reading ------------------------------------------------------------
+
+    cdef int start_reading(self) except -1:
+        cdef io_uring_sqe *sqe
+        cdef StreamRecv op = self.recv_op
+        if (self.recv_armed or self.closing or self.reading_paused
+                or self.eof_seen or self.eof_pending):
+            return 0
+        if self.buffered_protocol:
+            try:
+                buf = self.protocol.get_buffer(-1)
+                PyObject_GetBuffer(buf, &op.view, PyBUF_WRITABLE)
+                op.has_view = True
+                if op.view.len == 0:
+                    raise RuntimeError('get_buffer() returned an empty buffer')
+            except (SystemExit, KeyboardInterrupt):
+                op.release()
+                raise
+            except BaseException as exc:
+                op.release()
+                self.fatal_error(exc, 'Fatal error: protocol.get_buffer() call failed.')
+                return 0
+            sqe = self.loop.sqe_for(op)
+            ul_prep_recv(sqe, self.fd, op.view.buf, <size_t>op.view.len, 0)
+        else:
+            self.loop.ensure_recv_buffers()
+            sqe = self.loop.sqe_for(op)
+            ul_prep_recv_multishot(sqe, self.fd, RECV_BUFFER_GROUP, 0)
+        self.recv_armed = True
+        self.op_started()
+        return 0
+
+    cdef int stop_reading(self) except -1:
+        if self.recv_armed:
+            self.loop.cancel_op(self.recv_op)
+        return 0
+
+    cdef int recv_completed(self, int32_t res, uint32_t flags, object data) except -1:
+        cdef bint final = (flags & IORING_CQE_F_MORE) == 0
+        if final:
+            self.recv_armed = False
+            self.op_finished()
+        if res > 0:
+            if self.conn_lost:
+                return 0
+            if self.buffered_protocol:
+                try:
+                    self.protocol.buffer_updated(res)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    self.fatal_error(exc, 'Fatal error: protocol.buffer_updated() call failed.')
+                    return 0
+            elif self.reading_paused:
+                self.paused_data.append(data)
+            else:
+                self.deliver(data)
+        elif res == 0:
+            self.eof_seen = True
+            if self.reading_paused:
+                self.eof_pending = True
+            elif not self.closing:
+                self.deliver_eof()
+            return 0
+        elif res == -ECANCELED or res == -ENOBUFS:
+            pass        # paused or closing; or the buffer ring ran dry
+        else:
+            if not self.closing:
+                self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
+            return 0
+        if final:
+            self.start_reading()
+        return 0
+
+    cdef int deliver(self, object data) except -1:
+        try:
+            self.protocol.data_received(data)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.fatal_error(exc, 'Fatal error: protocol.data_received() call failed.')
+        return 0
+
+    cdef int deliver_eof(self) except -1:
+        self.eof_pending = False
+        if self.loop.get_debug():
+            logger.debug("%r received EOF", self)
+        try:
+            keep_open = self.protocol.eof_received()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.fatal_error(exc, 'Fatal error: protocol.eof_received() call failed.')
+            return 0
+        if not keep_open:
+            self.close()
+        return 0
+
+    def _deliver_paused(self):
+        while self.paused_data and not self.reading_paused and not self.conn_lost:
+            self.deliver(self.paused_data.pop(0))
+        if self.reading_paused or self.conn_lost:
+            return
+        if self.eof_pending:
+            if not self.closing:
+                self.deliver_eof()
+            return
+        self.start_reading()
+
+    def is_reading(self):
+        return not self.reading_paused and not self.closing
+
+    def pause_reading(self):
+        """Stop calling data_received until resume_reading()."""
+        if self.closing or self.reading_paused:
+            return
+        self.reading_paused = True
+        self.stop_reading()
+        if self.loop.get_debug():
+            logger.debug("%r pauses reading", self)
+
+    def resume_reading(self):
+        if self.closing or not self.reading_paused:
+            return
+        self.reading_paused = False
+        if self.paused_data or self.eof_pending:
+            self.loop.call_soon(self._deliver_paused)
+        else:
+            self.start_reading()
+        if self.loop.get_debug():
+            logger.debug("%r resumes reading", self)
+
+    def set_protocol(self, protocol):
+        self.protocol = protocol
+        self.protocol_connected = True
+        self.buffered_protocol = isinstance(protocol, protocols.BufferedProtocol)
+
+    def _start_reading_cb(self):
+        self.start_reading()
+
+    # -- writing ------------------------------------------------------------
+
+    def write(self, data):
+        """Queue data to be sent; never blocks.  Raises TypeError for a
+        non-bytes-like object, RuntimeError after write_eof()."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f'data argument must be a bytes-like object, '
+                            f'not {type(data).__name__!r}')
+        if self.eof_written:
+            raise RuntimeError('Cannot call write() after write_eof()')
+        if self.empty_waiter is not None:
+            raise RuntimeError('unable to write; sendfile is in progress')
+        if type(data) is not bytes:
+            data = bytes(data)     # the caller may reuse its buffer at once
+        if not data:
+            return
+        if self.conn_lost:
+            if self.conn_lost >= constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES:
+                logger.warning('socket.send() raised exception.')
+            self.conn_lost += 1
+            return
+        self.write_queue.append(data)
+        self.write_buffer_size += len(<bytes>data)
+        if not self.send_armed:
+            self.submit_send()
+        self.maybe_pause_protocol()
+
+    def writelines(self, list_of_data):
+        """Queue each buffer of the iterable; they leave in one SENDMSG."""
+        for data in list_of_data:
+            self.write(data)
+
+    cdef int submit_send(self) except -1:
+        cdef StreamSend op = self.send_op
+        cdef io_uring_sqe *sqe
+        cdef Py_ssize_t n = len(self.write_queue), i
+        cdef bytes chunk
+        if n == 1:
+            chunk = self.write_queue[0]
+            op.held = chunk
+            sqe = self.loop.sqe_for(op)
+            ul_prep_send(sqe, self.fd, PyBytes_AS_STRING(chunk) + self.head_offset,
+                         <size_t>(len(chunk) - self.head_offset), MSG_NOSIGNAL)
+        else:
+            if n > MAX_IOV:
+                n = MAX_IOV
+            held = []
+            for i in range(n):
+                chunk = self.write_queue[i]
+                held.append(chunk)
+                op.iov[i].iov_base = PyBytes_AS_STRING(chunk)
+                op.iov[i].iov_len = len(chunk)
+            op.iov[0].iov_base = PyBytes_AS_STRING(<bytes>held[0]) + self.head_offset
+            op.iov[0].iov_len -= self.head_offset
+            op.held = held
+            op.msg.msg_name = NULL
+            op.msg.msg_namelen = 0
+            op.msg.msg_iov = op.iov
+            op.msg.msg_iovlen = n
+            op.msg.msg_control = NULL
+            op.msg.msg_controllen = 0
+            op.msg.msg_flags = 0
+            sqe = self.loop.sqe_for(op)
+            ul_prep_sendmsg(sqe, self.fd, &op.msg, MSG_NOSIGNAL)
+        self.send_armed = True
+        self.op_started()
+        return 0
+
+    cdef int send_completed(self, int32_t res) except -1:
+        cdef Py_ssize_t left
+        cdef bytes chunk
+        self.send_armed = False
+        self.op_finished()
+        if self.conn_lost and not self.write_queue:
+            return 0        # aborted: the queue was dropped
+        if res < 0:
+            if res == -EAGAIN:
+                return self.submit_send()
+            if res != -ECANCELED:
+                self.fatal_error(convert_error(res), 'Fatal write error on socket transport')
+            return 0
+        self.write_buffer_size -= res
+        left = res
+        while left > 0:
+            chunk = self.write_queue[0]
+            if left >= len(chunk) - self.head_offset:
+                left -= len(chunk) - self.head_offset
+                self.head_offset = 0
+                self.write_queue.popleft()
+            else:
+                self.head_offset += left
+                left = 0
+        if self.write_queue:
+            self.submit_send()
+            self.maybe_resume_protocol()
+            return 0
+        self.maybe_resume_protocol()
+        if self.empty_waiter is not None:
+            if not self.empty_waiter.done():
+                self.empty_waiter.set_result(None)
+        if self.closing:
+            if not self.conn_lost:
+                self.conn_lost += 1
+                self.loop.call_soon(self._call_connection_lost, None)
+        elif self.eof_written:
+            self.sock.shutdown(socket.SHUT_WR)
+        return 0
+
+    cdef int maybe_pause_protocol(self) except -1:
+        if self.write_buffer_size <= self.high_water or self.protocol_paused:
+            return 0
+        self.protocol_paused = True
+        try:
+            self.protocol.pause_writing()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.loop.call_exception_handler({
+                'message': 'protocol.pause_writing() failed',
+                'exception': exc,
+                'transport': self,
+                'protocol': self.protocol,
+            })
+        return 0
+
+    cdef int maybe_resume_protocol(self) except -1:
+        if not self.protocol_paused or self.write_buffer_size > self.low_water:
+            return 0
+        self.protocol_paused = False
+        try:
+            self.protocol.resume_writing()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.loop.call_exception_handler({
+                'message': 'protocol.resume_writing() failed',
+                'exception': exc,
+                'transport': self,
+                'protocol': self.protocol,
+            })
+        return 0
+
+    cdef int set_limits(self, object high, object low) except -1:
+        if high is None:
+            high = DEFAULT_HIGH_WATER if low is None else 4 * low
+        if low is None:
+            low = high // 4
+        if not high >= low >= 0:
+            raise ValueError(f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
+        self.high_water = high
+        self.low_water = low
+        return 0
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        self.set_limits(high, low)
+        self.maybe_pause_protocol()
+
+    def get_write_buffer_limits(self):
+        return (self.low_water, self.high_water)
+
+    def get_write_buffer_size(self):
+        """Bytes queued and not yet confirmed sent by the kernel."""
+        return self.write_buffer_size
+
+    @property
+    def _protocol_paused(self):
+        return self.protocol_paused
+
+    def write_eof(self):
+        """Shut down the sending side once the queued data is sent."""
+        if self.closing or self.eof_written:
+            return
+        self.eof_written = True
+        if not self.send_armed and not self.write_queue:
+            self.sock.shutdown(socket.SHUT_WR)
+
+    def can_write_eof(self):
+        return True
+
+    def _make_empty_waiter(self):
+        if self.empty_waiter is not None:
+            raise RuntimeError("Empty waiter is already set")
+        self.empty_waiter = self.loop.create_future()
+        if not self.write_queue:
+            self.empty_waiter.set_result(None)
+        return self.empty_waiter
+
+    def _reset_empty_waiter(self):
+        self.empty_waiter = None
+
+    # -- closing ------------------------------------------------------------
+
+    def close(self):
+        """Stop reading; send what is queued, then call connection_lost."""
+        if self.closing:
+            return
+        self.closing = True
+        self.stop_reading()
+        if not self.write_queue and not self.send_armed:
+            self.conn_lost += 1
+            self.loop.call_soon(self._call_connection_lost, None)
+
+    cdef int stop_io(self) except -1:
+        self.stop_reading()
+        if self.write_queue:
+            self.write_queue.clear()
+            self.write_buffer_size = 0
+            self.head_offset = 0
+        if self.send_armed:
+            self.loop.cancel_op(self.send_op)
+        if self.empty_waiter is not None and not self.empty_waiter.done():
+            self.empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))
+        return 0
+
+    def _call_connection_lost(self, exc):
+        self.paused_data.clear()
+        BaseTransport._call_connection_lost(self, exc)
+
+
+cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object protocol,
+                                          object waiter, object extra, object server):
+    cdef StreamTransport tr = StreamTransport.__new__(StreamTransport)
+    tr.loop = loop
+    tr.sock = sock
+    tr.fd = sock.fileno()
+    tr.extra = socket_extra(sock, extra)
+    tr.server = server
+    tr.paused_data = []
+    tr.write_queue = collections.deque()
+    tr.set_limits(None, None)
+    tr.set_protocol(protocol)
+    tr.recv_op = StreamRecv.__new__(StreamRecv)
+    tr.recv_op.loop = loop
+    tr.recv_op.transport = tr
+    tr.send_op = StreamSend.__new__(StreamSend)
+    tr.send_op.loop = loop
+    tr.send_op.transport = tr
+    base_events._set_nodelay(sock)
+    tr._register()
+    if server is not None:
+        server._attach()
+    loop.call_soon(protocol.connection_made, tr)
+    loop.call_soon(tr._start_reading_cb)
+    if waiter is not None:
+        loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
+    return tr
