@@ -22,6 +22,8 @@ extension = Extension(
         "uringloop/ring/buf_ring.h", "uringloop/transports/base.pyx",
         "uringloop/transports/base.pxd", "uringloop/transports/stream.pyx",
         "uringloop/transports/stream.pxd", "uringloop/transports/server.pyx",
+        "uringloop/transports/datagram.pyx", "uringloop/transports/datagram.pxd",
+        "uringloop/transports/pipes.pyx", "uringloop/transports/pipes.pxd",
     ],
     extra_compile_args=["-O2", "-Wno-unused-function"]
     + (["-DURINGLOOP_DEBUG", "-UNDEBUG", "-O0", "-g"] if debug else []),

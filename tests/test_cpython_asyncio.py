@@ -7,6 +7,7 @@ selector loop's private attributes, are listed in KNOWN_GAPS with the reason;
 everything else must pass.
 """
 import os
+import unittest
 
 import pytest
 
@@ -18,28 +19,10 @@ from test.test_asyncio import utils as test_utils  # noqa: E402
 
 SELECTOR_PRIVATE = "reads a private attribute of the selector loops"
 
-NOT_ASYNCIO_SUBCLASS = ("asserts isinstance(transport, asyncio.Transport); "
-                        "uringloop transports are Cython types, as uvloop's are")
-PIPES = "needs pipe transports (issue #3, not built yet)"
-DATAGRAM = "needs the datagram transport (issue #3, not built yet)"
-
 KNOWN_GAPS = {
     # test_events.EventLoopTestsMixin
-    "test_bidirectional_pty": PIPES,
-    "test_create_connection": NOT_ASYNCIO_SUBCLASS,
-    "test_create_unix_connection": NOT_ASYNCIO_SUBCLASS,
-    "test_create_datagram_endpoint": DATAGRAM,
-    "test_create_datagram_endpoint_ipv6": DATAGRAM,
-    "test_create_datagram_endpoint_sock": DATAGRAM,
-    "test_read_pipe": PIPES,
-    "test_read_pty_output": PIPES,
-    "test_unclosed_pipe_transport": PIPES,
-    "test_write_pipe": PIPES,
-    "test_write_pipe_disconnect_on_close": PIPES,
-    "test_write_pty": PIPES,
     "test_timeout_rounding": SELECTOR_PRIVATE + " (_selector, in its message)",
     # test_sock_lowlevel.BaseSockTestsMixin
-    "test_create_connection_sock": NOT_ASYNCIO_SUBCLASS,
     "test_sendto_blocking": ("mocks sock.sendto(); a completion loop never "
                              "calls it (CPython skips it for Proactor too)"),
 }
@@ -54,7 +37,7 @@ class KnownGaps:
 
 
 class UringEventLoopTests(KnownGaps, test_events.UnixEventLoopTestsMixin,
-                          test_utils.TestCase):
+                          test_events.SubprocessTestsMixin, test_utils.TestCase):
     def create_event_loop(self):
         return uringloop.new_event_loop()
 
@@ -63,3 +46,46 @@ class UringSockTests(KnownGaps, test_sock_lowlevel.BaseSockTestsMixin,
                      test_utils.TestCase):
     def create_event_loop(self):
         return uringloop.new_event_loop()
+
+
+test_sendfile = pytest.importorskip("test.test_asyncio.test_sendfile")
+test_server = pytest.importorskip("test.test_asyncio.test_server")
+test_sslproto = pytest.importorskip("test.test_asyncio.test_sslproto")
+test_subprocess = pytest.importorskip("test.test_asyncio.test_subprocess")
+test_streams = pytest.importorskip("test.test_asyncio.test_streams")
+
+
+class UringSendfileTests(KnownGaps, test_sendfile.SendfileTestsBase,
+                         test_utils.TestCase):
+    def create_event_loop(self):
+        return uringloop.new_event_loop()
+
+
+class UringStartServerTests(KnownGaps, test_server.BaseStartServer,
+                            unittest.TestCase):
+    def new_loop(self):
+        return uringloop.new_event_loop()
+
+
+class UringStartTLSTests(KnownGaps, test_sslproto.BaseStartTLS,
+                         unittest.TestCase):
+    def new_loop(self):
+        return uringloop.new_event_loop()
+
+
+class UringSubprocessTests(KnownGaps, test_subprocess.SubprocessMixin,
+                           test_utils.TestCase):
+    # uringloop learns of child exits from a pidfd on its ring: no child
+    # watcher is involved, so the mixin runs without one.
+    def setUp(self):
+        super().setUp()
+        self.loop = uringloop.new_event_loop()
+        self.set_event_loop(self.loop)
+
+
+class UringStreamTests(KnownGaps, test_streams.StreamTests):
+    def setUp(self):
+        super().setUp()
+        self.loop.close()
+        self.loop = uringloop.new_event_loop()
+        self.set_event_loop(self.loop)

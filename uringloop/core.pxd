@@ -2,7 +2,7 @@
 # includes (operation.pyx, sockops.pyx, fdwatch.pyx).
 
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t
-from .includes.ring cimport ul_ring, ul_buf_ring, io_uring_sqe, msghdr, iovec
+from .includes.ring cimport ul_ring, ul_buf_ring, io_uring_sqe, msghdr, iovec, sockaddr_storage
 
 
 cdef class Operation:
@@ -54,6 +54,7 @@ cdef class RingLoop:
     cdef io_uring_sqe *sqe_for(self, Operation op) except NULL
     cdef int submit_pending(self) except -1
     cdef int cancel_op(self, Operation op) except -1
+    cdef int cancel_fd(self, int fd) except -1
     cdef int wait_and_reap(self, int64_t timeout_ns) except -1
     cdef int reap(self) except -1
     cdef int ensure_enabled(self) except -1
@@ -68,3 +69,5 @@ cdef class RingLoop:
 
 include "transports/base.pxd"
 include "transports/stream.pxd"
+include "transports/datagram.pxd"
+include "transports/pipes.pxd"

@@ -61,8 +61,9 @@ import threading
 import warnings
 
 import weakref
+from asyncio import unix_events
 from asyncio import (base_events, constants, events, exceptions, futures,
-                     protocols, sslproto, trsock)
+                     protocols, sslproto, transports, trsock)
 from asyncio.log import logger
 
 cdef extern from "<errno.h>" nogil:
@@ -159,6 +160,8 @@ include "fdwatch.pyx"
 include "transports/base.pyx"
 include "transports/stream.pyx"
 include "transports/server.pyx"
+include "transports/datagram.pyx"
+include "transports/pipes.pyx"
 
 
 cdef class RingLoop:
@@ -267,6 +270,18 @@ cdef class RingLoop:
         op.cancel_requested = True
         sqe = self.sqe_for(None)
         ul_prep_cancel(sqe, <uint64_t><uintptr_t><PyObject *>op, 0)
+        ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
+        return 0
+
+    cdef int cancel_fd(self, int fd) except -1:
+        """Cancel every request on fd (used where a request waits behind a
+        linked POLL_ADD, which a cancel by user_data cannot reach)."""
+        cdef io_uring_sqe *sqe
+        if not self.ring_open:
+            return 0
+        sqe = self.sqe_for(None)
+        ul_prep_cancel(sqe, 0, IORING_ASYNC_CANCEL_FD | IORING_ASYNC_CANCEL_ALL)
+        sqe.fd = fd
         ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
         return 0
 
@@ -491,6 +506,45 @@ cdef class RingLoop:
             ssl_shutdown_timeout=ssl_shutdown_timeout)
         new_stream_transport(self, rawsock, ssl_protocol, None, extra, server)
         return ssl_protocol._app_transport
+
+    def _make_datagram_transport(self, sock, protocol, address=None,
+                                 waiter=None, extra=None):
+        return new_datagram_transport(self, sock, protocol, address, waiter, extra)
+
+    def _make_read_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
+        return new_pipe_transport(self, pipe, protocol, waiter, extra, False)
+
+    def _make_write_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
+        return new_pipe_transport(self, pipe, protocol, waiter, extra, True)
+
+    async def _make_subprocess_transport(self, protocol, args, shell, stdin,
+                                         stdout, stderr, bufsize, extra=None,
+                                         **kwargs):
+        # The process is started by the stdlib's Unix subprocess transport;
+        # its exit is learnt from a pidfd polled through the ring, so no
+        # child watcher (and no SIGCHLD handler or thread) is involved.
+        waiter = self.create_future()
+        transp = unix_events._UnixSubprocessTransport(
+            self, protocol, args, shell, stdin, stdout, stderr, bufsize,
+            waiter=waiter, extra=extra, **kwargs)
+        self._watch_child(transp)
+        try:
+            await waiter
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException:
+            transp.close()
+            await transp._wait()
+            raise
+        return transp
+
+    def _watch_child(self, transp):
+        cdef ChildWatch watch = ChildWatch.__new__(ChildWatch)
+        watch.loop = self
+        watch.pid = transp.get_pid()
+        watch.transp = transp
+        watch.pidfd = os.pidfd_open(watch.pid)
+        watch.arm()
 
     def _start_serving(self, protocol_factory, sock, sslcontext=None,
                        server=None, backlog=100,
@@ -737,6 +791,16 @@ cdef class RingLoop:
         op = AcceptOp.__new__(AcceptOp)
         return await start(self, op, sock, fd)
 
+    async def _sendall_counted(self, sock, data, list progress):
+        # sock_sendall that records in progress[0] how much was sent, also
+        # when it fails half-way (sendfile reports the file position).
+        cdef SendAllOp op = SendAllOp.__new__(SendAllOp)
+        op.hold_buffer(data, PyBUF_SIMPLE)
+        try:
+            return await start(self, op, sock, sock.fileno())
+        finally:
+            progress[0] = op.offset
+
     async def _file_read(self, int fd, buf, uint64_t offset):
         cdef ReadOp op = ReadOp.__new__(ReadOp)
         op.hold_buffer(buf, PyBUF_WRITABLE)
@@ -822,6 +886,44 @@ cdef class RingLoop:
             if self.wakeup_fd >= 0:
                 close(self.wakeup_fd)
                 self.wakeup_fd = -1
+
+
+@cython.final
+cdef class ChildWatch(Operation):
+    """A POLL_ADD on a pidfd: readable once the child has exited."""
+    cdef int pid
+    cdef int pidfd
+    cdef object transp
+
+    cdef int arm(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        ul_prep_poll_add(sqe, self.pidfd, POLLIN)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if res == -ECANCELED or res == -EAGAIN:
+            if not self.loop.draining:
+                self.arm()
+            return 0
+        os.close(self.pidfd)
+        self.pidfd = -1
+        try:
+            _, status = os.waitpid(self.pid, 0)
+            returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:
+            # someone else (a child watcher of another loop) reaped it
+            logger.warning("Unknown child process pid %d, will report "
+                           "returncode 255", self.pid)
+            returncode = 255
+        transp = self.transp
+        self.transp = None
+        if transp._returncode is None:
+            transp._process_exited(returncode)
+        return 0
+
+    def __dealloc__(self):
+        if self.pidfd >= 0:
+            close(self.pidfd)
 
 
 def _check_unix_stream_socket(sock):
@@ -1085,6 +1187,24 @@ class Loop(RingLoop, base_events.BaseEventLoop):
 
     # ---- sendfile -------------------------------------------------------
 
+    async def _sendfile_native(self, transp, file, offset, count):
+        # loop.sendfile(transport, ...) on a plain stream transport: wait
+        # until its queued writes are sent, then send the file on its socket
+        # through the ring (sock_sendfile); writes meanwhile raise.
+        if type(transp) is not StreamTransport:
+            raise exceptions.SendfileNotAvailableError(
+                "sendfile is not supported for this transport")
+        resume_reading = transp.is_reading()
+        transp.pause_reading()
+        await transp._make_empty_waiter()
+        try:
+            return await self.sock_sendfile(transp._sock, file, offset, count,
+                                            fallback=False)
+        finally:
+            transp._reset_empty_waiter()
+            if resume_reading:
+                transp.resume_reading()
+
     async def _sock_sendfile_native(self, sock, file, offset, count):
         # READ from the file and SEND to the socket, both through the ring,
         # through one reused buffer: no thread, no blocking call.
@@ -1110,8 +1230,11 @@ class Loop(RingLoop, base_events.BaseEventLoop):
                                           offset + total)
                 if n == 0:
                     break
-                await self.sock_sendall(sock, view[:n])
-                total += n
+                progress = [0]
+                try:
+                    await self._sendall_counted(sock, view[:n], progress)
+                finally:
+                    total += progress[0]
                 remaining -= n
             return total
         finally:

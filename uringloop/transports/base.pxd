@@ -2,6 +2,7 @@
 
 cdef class BaseTransport:
     cdef object __weakref__
+    cdef dict __dict__               # lets tests and users set attributes
     cdef RingLoop loop
     cdef object sock
     cdef int fd

@@ -17,13 +17,14 @@ cdef class BaseTransport:
         self.ops_pending -= 1
         if self.ops_pending == 0 and self.sock_close_pending:
             self.sock_close_pending = False
-            self.sock.close()
+            if self.sock is not None:
+                self.sock.close()
         return 0
 
     cdef int close_socket(self) except -1:
         if self.ops_pending:
             self.sock_close_pending = True
-        else:
+        elif self.sock is not None:
             self.sock.close()
         return 0
 
@@ -100,11 +101,36 @@ cdef class BaseTransport:
                 self.server = None
                 server._detach()
 
+    @property
+    def _loop(self):
+        return self.loop
+
+    @property
+    def _pipe(self):
+        # the stdlib's pipe transports' name for the pipe object; setting it
+        # to None (as CPython's tests do) detaches the transport from it
+        if 'pipe' not in self.extra or self.sock is None or _is_closed(self.sock):
+            return None
+        return self.sock
+
+    @_pipe.setter
+    def _pipe(self, value):
+        if value is None:
+            self.sock = None
+
+    @property
+    def _sock(self):
+        return self.sock
+
+    @property
+    def _sock_fd(self):
+        return self.fd
+
     def _register(self):
         self.loop._transports[self.fd] = self
 
     def __del__(self):
-        if self.sock is not None and self.sock.fileno() != -1 and not self.closing:
+        if self.sock is not None and not self.closing and not _is_closed(self.sock):
             warnings.warn(f"unclosed transport {self!r}", ResourceWarning,
                           source=self)
             if not self.ops_pending:
@@ -113,6 +139,36 @@ cdef class BaseTransport:
     def __repr__(self):
         state = 'closing' if self.closing else 'open'
         return f'<{type(self).__name__} fd={self.fd} {state}>'
+
+
+# isinstance() targets.  The transports are Cython types and cannot inherit
+# from asyncio's Python transport classes, yet code (CPython's tests,
+# sendfile's fall-back protocol, users) checks isinstance(t, asyncio.Transport).
+# Each transport reports one of these as its __class__ -- the mechanism
+# unittest.mock uses for spec'd mocks -- so those checks hold as for the
+# stdlib's transports.  type(t) still gives the real type; no instance of
+# these classes is ever made.
+class AsyncioStreamTransport(transports._FlowControlMixin, transports.Transport):
+    __slots__ = ()
+
+
+class AsyncioDatagramTransport(transports._FlowControlMixin, transports.DatagramTransport):
+    __slots__ = ()
+
+
+class AsyncioReadPipeTransport(transports.ReadTransport):
+    __slots__ = ()
+
+
+class AsyncioWritePipeTransport(transports._FlowControlMixin, transports.WriteTransport):
+    __slots__ = ()
+
+
+cdef bint _is_closed(object fileobj):
+    closed = getattr(fileobj, 'closed', None)    # file objects
+    if closed is not None:
+        return closed
+    return fileobj.fileno() == -1                 # sockets
 
 
 cdef dict socket_extra(object sock, object extra):

@@ -65,6 +65,13 @@ cdef class StreamSend(Operation):
 
 cdef class StreamTransport(BaseTransport):
 
+    _start_tls_compatible = True
+    _sendfile_compatible = constants._SendfileMode.TRY_NATIVE
+
+    @property
+    def __class__(self):
+        return AsyncioStreamTransport
+
     # -- reading ------------------------------------------------------------
 
     cdef int start_reading(self) except -1:
@@ -198,6 +205,11 @@ cdef class StreamTransport(BaseTransport):
             logger.debug("%r resumes reading", self)
 
     def set_protocol(self, protocol):
+        if protocol is not self.protocol:
+            # pause_writing() was said to the old protocol; the new one
+            # starts unpaused and is paused by the next write if need be
+            # (start_tls swaps protocols with writes still queued).
+            self.protocol_paused = False
         self.protocol = protocol
         self.protocol_connected = True
         self.buffered_protocol = isinstance(protocol, protocols.BufferedProtocol)

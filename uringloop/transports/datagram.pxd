@@ -1,0 +1,36 @@
+# Declarations of the datagram transport (bodies in transports/datagram.pyx).
+
+cdef class DatagramTransport(BaseTransport):
+    cdef object address              # the connected peer, or None
+    cdef DatagramRecv recv_op
+    cdef bint recv_armed
+    cdef DatagramSend send_op
+    cdef bint send_armed
+    cdef object write_queue          # deque of (bytes, address)
+    cdef Py_ssize_t write_buffer_size
+    cdef Py_ssize_t high_water
+    cdef Py_ssize_t low_water
+    cdef bint protocol_paused
+
+    cdef int start_reading(self) except -1
+    cdef int recv_completed(self, int32_t res, object data, object addr) except -1
+    cdef int submit_send(self) except -1
+    cdef int send_completed(self, int32_t res) except -1
+
+
+cdef class DatagramRecv(Operation):
+    cdef DatagramTransport transport
+    cdef bytes buf
+    cdef msghdr msg
+    cdef iovec iov
+    cdef sockaddr_storage addr
+
+    cdef int arm(self) except -1
+
+
+cdef class DatagramSend(Operation):
+    cdef DatagramTransport transport
+    cdef bytes data
+    cdef msghdr msg
+    cdef iovec iov
+    cdef sockaddr_storage addr

@@ -1,0 +1,231 @@
+# DatagramTransport: UDP (and Unix datagram) sockets on io_uring.
+#
+# One RECVMSG in flight, re-armed after each datagram; one SENDMSG in flight,
+# so datagrams leave in the order sendto() was called.  A send error goes to
+# protocol.error_received() and the next datagram is sent, as the selector
+# loop does.
+
+cdef Py_ssize_t DATAGRAM_MAX_SIZE = 256 * 1024
+
+
+@cython.final
+cdef class DatagramRecv(Operation):
+
+    cdef int arm(self) except -1:
+        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
+        self.iov.iov_base = PyBytes_AS_STRING(self.buf)
+        self.iov.iov_len = DATAGRAM_MAX_SIZE
+        self.msg.msg_name = &self.addr
+        self.msg.msg_namelen = sizeof(sockaddr_storage)
+        self.msg.msg_iov = &self.iov
+        self.msg.msg_iovlen = 1
+        self.msg.msg_control = NULL
+        self.msg.msg_controllen = 0
+        self.msg.msg_flags = 0
+        ul_prep_recvmsg(sqe, self.transport.fd, &self.msg, 0)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        data = addr = None
+        if res >= 0:
+            data = PyBytes_FromStringAndSize(PyBytes_AS_STRING(self.buf), res)
+            addr = sockaddr_to_py(&self.addr, self.msg.msg_namelen)
+        return self.transport.recv_completed(res, data, addr)
+
+
+@cython.final
+cdef class DatagramSend(Operation):
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        self.data = None
+        return self.transport.send_completed(res)
+
+    cdef int release(self) except -1:
+        self.data = None
+        return 0
+
+
+cdef class DatagramTransport(BaseTransport):
+
+    @property
+    def __class__(self):
+        return AsyncioDatagramTransport
+
+    cdef int start_reading(self) except -1:
+        if self.recv_armed or self.closing:
+            return 0
+        self.recv_op.arm()
+        self.recv_armed = True
+        self.op_started()
+        return 0
+
+    def _start_reading_cb(self):
+        self.start_reading()
+
+    cdef int recv_completed(self, int32_t res, object data, object addr) except -1:
+        self.recv_armed = False
+        self.op_finished()
+        if self.closing:
+            return 0
+        if res >= 0:
+            try:
+                self.protocol.datagram_received(data, addr)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self.fatal_error(exc, 'Fatal read error on datagram transport')
+                return 0
+        elif res == -ECANCELED:
+            return 0
+        else:
+            self.protocol.error_received(convert_error(res))
+        self.start_reading()
+        return 0
+
+    def sendto(self, data, addr=None):
+        """Queue one datagram to addr (the connected peer when None).
+        Raises TypeError for non-bytes data, ValueError for an address on a
+        connected transport."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f'data argument must be a bytes-like object, '
+                            f'not {type(data).__name__!r}')
+        if not data:
+            return
+        if self.address is not None:
+            if addr not in (None, self.address):
+                raise ValueError(f'Invalid address: must be None or {self.address}')
+            addr = None
+        if self.conn_lost:
+            if self.conn_lost >= constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES:
+                logger.warning('socket.send() raised exception.')
+            self.conn_lost += 1
+            return
+        self.write_queue.append((bytes(data), addr))
+        self.write_buffer_size += len(data)
+        if not self.send_armed:
+            self.submit_send()
+        if self.write_buffer_size > self.high_water and not self.protocol_paused:
+            self.protocol_paused = True
+            self.protocol.pause_writing()
+
+    cdef int submit_send(self) except -1:
+        cdef DatagramSend op = self.send_op
+        cdef io_uring_sqe *sqe
+        cdef socklen_t addrlen = 0
+        data, addr = self.write_queue[0]
+        if addr is not None:
+            try:
+                addrlen = sockaddr_from_py(self.sock.family, addr, &op.addr)
+            except socket.gaierror:
+                # a name: resolve it as socket.sendto() would
+                info = socket.getaddrinfo(addr[0], addr[1], self.sock.family,
+                                          self.sock.type, self.sock.proto)
+                addrlen = sockaddr_from_py(self.sock.family, info[0][4], &op.addr)
+        op.data = data
+        op.iov.iov_base = PyBytes_AS_STRING(<bytes>data)
+        op.iov.iov_len = len(<bytes>data)
+        op.msg.msg_name = &op.addr if addrlen else NULL
+        op.msg.msg_namelen = addrlen
+        op.msg.msg_iov = &op.iov
+        op.msg.msg_iovlen = 1
+        op.msg.msg_control = NULL
+        op.msg.msg_controllen = 0
+        op.msg.msg_flags = 0
+        sqe = self.loop.sqe_for(op)
+        ul_prep_sendmsg(sqe, self.fd, &op.msg, MSG_NOSIGNAL)
+        self.send_armed = True
+        self.op_started()
+        return 0
+
+    cdef int send_completed(self, int32_t res) except -1:
+        self.send_armed = False
+        self.op_finished()
+        if not self.write_queue:
+            return 0      # aborted
+        if res == -EAGAIN:
+            return self.submit_send()
+        if res == -ECANCELED and self.conn_lost:
+            return 0
+        data, _ = self.write_queue.popleft()
+        self.write_buffer_size -= len(data)
+        if res < 0:
+            self.protocol.error_received(convert_error(res))
+        while self.write_queue:
+            try:
+                self.submit_send()
+                break
+            except OSError as exc:     # e.g. an address that does not resolve
+                data, _ = self.write_queue.popleft()
+                self.write_buffer_size -= len(data)
+                self.protocol.error_received(exc)
+        if self.protocol_paused and self.write_buffer_size <= self.low_water:
+            self.protocol_paused = False
+            self.protocol.resume_writing()
+        if not self.write_queue and self.closing and not self.conn_lost:
+            self.conn_lost += 1
+            self.loop.call_soon(self._call_connection_lost, None)
+        return 0
+
+    def get_write_buffer_size(self):
+        return self.write_buffer_size
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        if high is None:
+            high = 64 * 1024 if low is None else 4 * low
+        if low is None:
+            low = high // 4
+        if not high >= low >= 0:
+            raise ValueError(f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
+        self.high_water = high
+        self.low_water = low
+
+    def get_write_buffer_limits(self):
+        return (self.low_water, self.high_water)
+
+    def close(self):
+        """Stop receiving; send what is queued, then connection_lost."""
+        if self.closing:
+            return
+        self.closing = True
+        if self.recv_armed:
+            self.loop.cancel_op(self.recv_op)
+        if not self.write_queue:
+            self.conn_lost += 1
+            self.loop.call_soon(self._call_connection_lost, None)
+
+    cdef int stop_io(self) except -1:
+        if self.recv_armed:
+            self.loop.cancel_op(self.recv_op)
+        self.write_queue.clear()
+        self.write_buffer_size = 0
+        if self.send_armed:
+            self.loop.cancel_op(self.send_op)
+        return 0
+
+
+cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
+                                              object protocol, object address,
+                                              object waiter, object extra):
+    cdef DatagramTransport tr = DatagramTransport.__new__(DatagramTransport)
+    tr.loop = loop
+    tr.sock = sock
+    tr.fd = sock.fileno()
+    tr.extra = socket_extra(sock, extra)
+    tr.address = address
+    tr.protocol = protocol
+    tr.protocol_connected = True
+    tr.write_queue = collections.deque()
+    tr.set_write_buffer_limits()
+    tr.recv_op = DatagramRecv.__new__(DatagramRecv)
+    tr.recv_op.loop = loop
+    tr.recv_op.transport = tr
+    tr.recv_op.buf = PyBytes_FromStringAndSize(NULL, DATAGRAM_MAX_SIZE)
+    tr.send_op = DatagramSend.__new__(DatagramSend)
+    tr.send_op.loop = loop
+    tr.send_op.transport = tr
+    tr._register()
+    loop.call_soon(protocol.connection_made, tr)
+    loop.call_soon(tr._start_reading_cb)
+    if waiter is not None:
+        loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
+    return tr

@@ -1,0 +1,349 @@
+# Pipe transports (connect_read_pipe / connect_write_pipe, subprocess pipes).
+#
+# The stdlib makes pipe fds non-blocking, and io_uring answers -EAGAIN to a
+# READ or WRITE on an O_NONBLOCK file instead of waiting.  So each transfer
+# is a linked pair: POLL_ADD then the READ/WRITE, which runs only once the
+# poll reported readiness.  The poll's own CQE (user_data 0) is ignored; it
+# must not carry IOSQE_CQE_SKIP_SUCCESS: on a failed link head that flag
+# makes the kernel skip the CQEs of the rest of the chain too, and the READ's
+# -ECANCELED would never arrive.
+
+cdef Py_ssize_t PIPE_MAX_READ = 256 * 1024
+
+
+@cython.final
+cdef class PipeIO(Operation):
+
+    cdef int arm(self) except -1:
+        cdef io_uring_sqe *poll_sqe
+        cdef io_uring_sqe *sqe
+        cdef int fd = self.transport.fd
+        poll_sqe = self.loop.sqe_for(None)
+        ul_prep_poll_add(poll_sqe, fd, POLLOUT if self.writing else POLLIN)
+        ul_sqe_set_flags(poll_sqe, IOSQE_IO_LINK)
+        sqe = self.loop.sqe_for(self)
+        if self.writing:
+            ul_prep_write(sqe, fd, PyBytes_AS_STRING(self.buf) + self.offset,
+                          <unsigned>(len(self.buf) - self.offset), <uint64_t>-1)
+        else:
+            ul_prep_read(sqe, fd, PyBytes_AS_STRING(self.buf),
+                         <unsigned>PIPE_MAX_READ, <uint64_t>-1)
+        return 0
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        if self.writing:
+            return (<WritePipeTransport>self.transport).write_completed(res)
+        return (<ReadPipeTransport>self.transport).read_completed(res)
+
+
+@cython.final
+cdef class HangupWatch(Operation):
+    cdef WritePipeTransport transport
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        self.transport.hangup_armed = False
+        self.transport.op_finished()
+        if res >= 0 and not self.transport.closing:
+            self.transport.hangup()
+        return 0
+
+
+cdef int check_pipe_fd(int fd) except -1:
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        raise ValueError("Pipe transport is for pipes/sockets only.")
+    return 0
+
+
+cdef class ReadPipeTransport(BaseTransport):
+
+    @property
+    def __class__(self):
+        return AsyncioReadPipeTransport
+
+    cdef int start_reading(self) except -1:
+        if self.read_armed or self.closing or self.paused:
+            return 0
+        self.read_op.arm()
+        self.read_armed = True
+        self.op_started()
+        return 0
+
+    def _start_reading_cb(self):
+        self.start_reading()
+
+    cdef int read_completed(self, int32_t res) except -1:
+        self.read_armed = False
+        self.op_finished()
+        if self.closing:
+            return 0
+        if res > 0:
+            data = PyBytes_FromStringAndSize(PyBytes_AS_STRING(self.read_op.buf), res)
+            try:
+                self.protocol.data_received(data)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self.fatal_error(exc, 'Fatal error: protocol.data_received() call failed.')
+                return 0
+        elif res == 0:
+            if self.loop.get_debug():
+                logger.info("%r was closed by peer", self)
+            self.closing = True
+            self.loop.call_soon(self.protocol.eof_received)
+            self.loop.call_soon(self._call_connection_lost, None)
+            return 0
+        elif res == -ECANCELED or res == -EAGAIN:
+            pass
+        else:
+            self.fatal_error(convert_error(res), 'Fatal read error on pipe transport')
+            return 0
+        self.start_reading()
+        return 0
+
+    cdef int stop_io(self) except -1:
+        if self.read_armed:
+            self.loop.cancel_fd(self.fd)   # the READ waits behind a POLL_ADD
+        return 0
+
+    cdef int fatal_error(self, object exc, str message) except -1:
+        if isinstance(exc, OSError) and exc.errno == _errno.EIO:
+            if self.loop.get_debug():
+                logger.debug("%r: %s", self, message, exc_info=True)
+            self.force_close(exc)
+            return 0
+        return BaseTransport.fatal_error(self, exc, message)
+
+    def is_reading(self):
+        return not self.paused and not self.closing
+
+    def pause_reading(self):
+        if not self.is_reading():
+            return
+        self.paused = True
+        self.stop_io()
+
+    def resume_reading(self):
+        if self.closing or not self.paused:
+            return
+        self.paused = False
+        self.start_reading()
+
+    def __repr__(self):
+        return f'<ReadPipeTransport fd={self.fd} {"closing" if self.closing else "open"}>'
+
+
+cdef class WritePipeTransport(BaseTransport):
+
+    @property
+    def __class__(self):
+        return AsyncioWritePipeTransport
+
+    def _watch_hangup(self):
+        cdef io_uring_sqe *sqe
+        if self.closing or self.hangup_armed:
+            return
+        sqe = self.loop.sqe_for(self.hangup_op)
+        ul_prep_poll_add(sqe, self.fd, POLLIN)
+        self.hangup_armed = True
+        self.op_started()
+
+    cdef int hangup(self) except -1:
+        # The reading end went away.
+        if self.loop.get_debug():
+            logger.info("%r was closed by peer", self)
+        self.force_close(BrokenPipeError() if self.write_queue else None)
+        return 0
+
+    def write(self, data):
+        """Queue data for the pipe. Raises TypeError for non-bytes data."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f'data argument must be a bytes-like object, '
+                            f'not {type(data).__name__!r}')
+        data = bytes(data)
+        if not data:
+            return
+        if self.conn_lost or self.closing:
+            if self.conn_lost >= constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES:
+                logger.warning('pipe closed by peer or '
+                               'os.write(pipe, data) raised exception.')
+            self.conn_lost += 1
+            return
+        if not self.write_queue:
+            # As the stdlib does: write at once what the pipe takes, so a
+            # reader on the other end sees it without another iteration.
+            try:
+                n = os.write(self.fd, data)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self.conn_lost += 1
+                self.fatal_error(exc, 'Fatal write error on pipe transport')
+                return
+            if n == len(data):
+                return
+            data = data[n:]
+        self.write_queue.append(data)
+        self.write_buffer_size += len(data)
+        if not self.write_armed:
+            self.submit_write()
+        if self.write_buffer_size > self.high_water and not self.protocol_paused:
+            self.protocol_paused = True
+            try:
+                self.protocol.pause_writing()
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self.loop.call_exception_handler({
+                    'message': 'protocol.pause_writing() failed',
+                    'exception': exc, 'transport': self,
+                    'protocol': self.protocol})
+
+    cdef int submit_write(self) except -1:
+        self.write_op.buf = self.write_queue[0]
+        self.write_op.offset = 0
+        self.write_op.arm()
+        self.write_armed = True
+        self.op_started()
+        return 0
+
+    cdef int write_completed(self, int32_t res) except -1:
+        cdef PipeIO op = self.write_op
+        self.write_armed = False
+        self.op_finished()
+        if not self.write_queue:
+            return 0        # aborted
+        if res == -EAGAIN:
+            op.arm()
+            self.write_armed = True
+            self.op_started()
+            return 0
+        if res < 0:
+            if res != -ECANCELED:
+                self.write_queue.clear()
+                self.write_buffer_size = 0
+                self.conn_lost += 1
+                self.fatal_error(convert_error(res), 'Fatal write error on pipe transport')
+            return 0
+        self.write_buffer_size -= res
+        op.offset += res
+        if op.offset < len(op.buf):
+            op.arm()
+            self.write_armed = True
+            self.op_started()
+            return 0
+        self.write_queue.popleft()
+        op.buf = None
+        if self.write_queue:
+            self.submit_write()
+        elif self.closing:
+            self.stop_io()
+            self.loop.call_soon(self._call_connection_lost, None)
+        if self.protocol_paused and self.write_buffer_size <= self.low_water:
+            self.protocol_paused = False
+            try:
+                self.protocol.resume_writing()
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self.loop.call_exception_handler({
+                    'message': 'protocol.resume_writing() failed',
+                    'exception': exc, 'transport': self,
+                    'protocol': self.protocol})
+        return 0
+
+    cdef int stop_io(self) except -1:
+        if self.write_queue:
+            self.write_queue.clear()
+            self.write_buffer_size = 0
+        if self.hangup_armed or self.write_armed:
+            self.loop.cancel_fd(self.fd)   # the WRITE waits behind a POLL_ADD
+        return 0
+
+    def get_write_buffer_size(self):
+        return self.write_buffer_size
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        if high is None:
+            high = 64 * 1024 if low is None else 4 * low
+        if low is None:
+            low = high // 4
+        if not high >= low >= 0:
+            raise ValueError(f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
+        self.high_water = high
+        self.low_water = low
+
+    def get_write_buffer_limits(self):
+        return (self.low_water, self.high_water)
+
+    @property
+    def _protocol_paused(self):
+        return self.protocol_paused
+
+    def can_write_eof(self):
+        return True
+
+    def write_eof(self):
+        """Close the pipe once the queued data is written."""
+        if self.closing:
+            return
+        self.closing = True
+        if not self.write_queue:
+            self.stop_io()
+            self.loop.call_soon(self._call_connection_lost, None)
+
+    def close(self):
+        if self.sock is not None and not self.closing:
+            self.write_eof()
+
+    def __repr__(self):
+        return f'<WritePipeTransport fd={self.fd} {"closing" if self.closing else "open"}>'
+
+
+cdef BaseTransport new_pipe_transport(RingLoop loop, object pipe, object protocol,
+                                      object waiter, object extra, bint writing):
+    cdef BaseTransport tr
+    cdef PipeIO op
+    cdef HangupWatch watch
+    fd = pipe.fileno()
+    check_pipe_fd(fd)
+    os.set_blocking(fd, False)
+    if writing:
+        tr = WritePipeTransport.__new__(WritePipeTransport)
+        (<WritePipeTransport>tr).write_queue = collections.deque()
+        (<WritePipeTransport>tr).set_write_buffer_limits()
+    else:
+        tr = ReadPipeTransport.__new__(ReadPipeTransport)
+    tr.loop = loop
+    tr.sock = pipe
+    tr.fd = fd
+    tr.extra = {} if extra is None else dict(extra)
+    tr.extra['pipe'] = pipe
+    tr.protocol = protocol
+    tr.protocol_connected = True
+    op = PipeIO.__new__(PipeIO)
+    op.loop = loop
+    op.transport = tr
+    op.writing = writing
+    if writing:
+        (<WritePipeTransport>tr).write_op = op
+        watch = HangupWatch.__new__(HangupWatch)
+        watch.loop = loop
+        watch.transport = <WritePipeTransport>tr
+        (<WritePipeTransport>tr).hangup_op = watch
+    else:
+        op.buf = PyBytes_FromStringAndSize(NULL, PIPE_MAX_READ)
+        (<ReadPipeTransport>tr).read_op = op
+    tr._register()
+    loop.call_soon(protocol.connection_made, tr)
+    if writing:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
+            loop.call_soon(tr._watch_hangup)
+    else:
+        loop.call_soon(tr._start_reading_cb)
+    if waiter is not None:
+        loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
+    return tr
