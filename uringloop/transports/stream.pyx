@@ -125,13 +125,15 @@ cdef class StreamTransport(BaseTransport):
                 except BaseException as exc:
                     self.fatal_error(exc, 'Fatal error: protocol.buffer_updated() call failed.')
                     return 0
-            elif self.reading_paused:
+            elif self.reading_paused or self.paused_data:
+                # paused, or data kept from a pause still waits to be
+                # handed over: keep the order
                 self.paused_data.append(data)
             else:
                 self.deliver(data)
         elif res == 0:
             self.eof_seen = True
-            if self.reading_paused:
+            if self.reading_paused or self.paused_data:
                 self.eof_pending = True
             elif not self.closing:
                 self.deliver_eof()
