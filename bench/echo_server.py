@@ -1,0 +1,93 @@
+"""Echo server for the benchmarks, in three styles on a chosen loop.
+
+    python3 bench/echo_server.py --loop uringloop --style protocol --port 0
+
+Prints "READY <port>" when listening; on SIGTERM prints one JSON line with
+the ring counters (uringloop only) and exits.
+"""
+import argparse
+import asyncio
+import json
+import signal
+import socket
+import sys
+
+
+class EchoProtocol(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.transport.write(data)
+
+
+async def streams_handler(reader, writer):
+    try:
+        while data := await reader.read(102400):
+            writer.write(data)
+            await writer.drain()
+    except ConnectionError:
+        pass
+    writer.close()
+
+
+async def sock_handler(loop, conn):
+    with conn:
+        try:
+            while data := await loop.sock_recv(conn, 102400):
+                await loop.sock_sendall(conn, data)
+        except ConnectionError:
+            pass
+
+
+async def main(args):
+    loop = asyncio.get_running_loop()
+    stop = loop.create_future()
+    loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
+    if args.style == "protocol":
+        server = await loop.create_server(EchoProtocol, "127.0.0.1", args.port)
+        port = server.sockets[0].getsockname()[1]
+    elif args.style == "streams":
+        server = await asyncio.start_server(streams_handler, "127.0.0.1", args.port)
+        port = server.sockets[0].getsockname()[1]
+    else:
+        listener = socket.create_server(("127.0.0.1", args.port))
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+
+        async def accept_loop():
+            while True:
+                conn, _ = await loop.sock_accept(listener)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                loop.create_task(sock_handler(loop, conn))
+        server = loop.create_task(accept_loop())
+    print(f"READY {port}", flush=True)
+    await stop
+    stats = loop.stats() if hasattr(loop, "stats") else {}
+    print(json.dumps(stats), flush=True)
+
+
+def loop_factory(name):
+    if name == "uringloop":
+        import uringloop
+        return uringloop.new_event_loop
+    if name == "uvloop":
+        import uvloop
+        return uvloop.new_event_loop
+    if name == "rloop":
+        import rloop
+        return rloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--loop", default="uringloop",
+                        choices=["asyncio", "uvloop", "uringloop", "rloop"])
+    parser.add_argument("--style", default="protocol",
+                        choices=["protocol", "streams", "sock"])
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
+        runner.run(main(args))
+    sys.exit(0)

@@ -1,0 +1,143 @@
+"""Echo benchmark in the vmbench manner: each loop serves the same echo
+server (protocol, streams, sock_* styles) pinned to CPU 0 while a C client
+pinned to CPU 1 drives 10 connections with 1, 10 and 100 KiB messages and
+checks every byte.  Loops run interleaved, several rounds; the medians and
+the ratios to uringloop go to bench/results/echo-<date>.json and .md.
+
+    python3 bench/run_echo.py                    # full run (~6 min)
+    python3 bench/run_echo.py --quick            # one round, 2 s cells
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+LOOPS = ["uringloop", "uvloop", "rloop", "asyncio"]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def build_client():
+    exe = os.path.join(RESULTS, "echo_client")
+    src = os.path.join(HERE, "echo_client.c")
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        os.makedirs(RESULTS, exist_ok=True)
+        subprocess.run(["cc", "-O2", "-o", exe, src], check=True)
+    return exe
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime + stime
+
+
+def wait_idle(limit=0.5, timeout=10):
+    """Wait until the machine is quiet: the load of the last second below
+    `limit` CPUs, from /proc/stat."""
+    def busy():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v) - v[3] - v[4], sum(v)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        b0, t0 = busy()
+        time.sleep(0.3)
+        b1, t1 = busy()
+        ncpu = os.cpu_count()
+        if t1 > t0 and (b1 - b0) / (t1 - t0) * ncpu < limit:
+            return
+    # go on anyway; the run records that it was not idle
+
+
+def one_cell(client, loop, style, size, seconds, conns):
+    server = subprocess.Popen(
+        ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "echo_server.py"),
+         "--loop", loop, "--style", style],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        port = int(line.split()[1])
+        cpu0 = cpu_seconds(server.pid)
+        out = subprocess.run(
+            ["taskset", "-c", "1", client, "127.0.0.1", str(port), str(conns),
+             str(size), str(seconds)], capture_output=True, text=True, timeout=seconds + 30)
+        cpu1 = cpu_seconds(server.pid)
+        result = json.loads(out.stdout)
+        server.terminate()
+        stats_line = server.stdout.readline()
+        server.wait(timeout=10)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    stats = json.loads(stats_line) if stats_line.strip() else {}
+    n = max(result["requests"], 1)
+    cell = {
+        "req_s": result["requests"] / result["seconds"],
+        "mb_s": result["bytes"] / result["seconds"] / 1e6,
+        "cpu_us_per_req": (cpu1 - cpu0) / n * 1e6,
+        "errors": result["errors"],
+    }
+    if stats:
+        cell["enter_per_req"] = stats["enter_calls"] / n
+    return cell
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--loops", default=",".join(LOOPS))
+    parser.add_argument("--styles", default="protocol,streams,sock")
+    parser.add_argument("--sizes", default="1024,10240,102400")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.seconds = 1, 2.0
+    loops = args.loops.split(",")
+    client = build_client()
+    runs = {}
+    for style in args.styles.split(","):
+        for size in map(int, args.sizes.split(",")):
+            for rnd in range(args.rounds):
+                for loop in loops:      # interleaved: A B C D A B C D ...
+                    wait_idle()
+                    cell = one_cell(client, loop, style, size, args.seconds, 10)
+                    runs.setdefault(f"{style}/{size}", {}).setdefault(loop, []).append(cell)
+                    print(f"{style:8s} {size:6d} {loop:9s} {cell['req_s']:9.0f} req/s "
+                          f"{cell['cpu_us_per_req']:6.2f} us cpu/req"
+                          + (f" {cell['enter_per_req']:.3f} enter/req" if 'enter_per_req' in cell else ""),
+                          flush=True)
+    summary = {}
+    for key, per_loop in runs.items():
+        summary[key] = {}
+        for loop, cells in per_loop.items():
+            summary[key][loop] = {m: statistics.median(c[m] for c in cells)
+                                  for m in cells[0]}
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, f"echo-{stamp}.json"), "w") as f:
+        json.dump({"args": vars(args), "runs": runs, "median": summary}, f, indent=1)
+    lines = ["| cell | loop | req/s | MB/s | server CPU us/req | uringloop req/s ratio | uringloop CPU/req ratio | enter/req |",
+             "|---|---|---|---|---|---|---|---|"]
+    for key, per_loop in summary.items():
+        u = per_loop.get("uringloop")
+        for loop, m in per_loop.items():
+            ratio = f"{u['req_s'] / m['req_s']:.2f}x" if u and loop != "uringloop" else ""
+            cratio = f"{u['cpu_us_per_req'] / m['cpu_us_per_req']:.2f}x" if u and loop != "uringloop" else ""
+            enter = f"{m['enter_per_req']:.3f}" if "enter_per_req" in m else ""
+            lines.append(f"| {key} | {loop} | {m['req_s']:.0f} | {m['mb_s']:.1f} | "
+                         f"{m['cpu_us_per_req']:.2f} | {ratio} | {cratio} | {enter} |")
+    table = "\n".join(lines)
+    with open(os.path.join(RESULTS, f"echo-{stamp}.md"), "w") as f:
+        f.write(table + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
