@@ -83,6 +83,11 @@ cdef extern from "<time.h>" nogil:
     int clock_gettime(int clk, timespec *ts)
     int CLOCK_MONOTONIC
 
+cdef extern from "<malloc.h>" nogil:
+    int mallopt(int param, int value)
+    int M_TRIM_THRESHOLD
+    int M_MMAP_THRESHOLD
+
 cdef extern from "<unistd.h>" nogil:
     int close(int fd)
 
@@ -133,6 +138,34 @@ _SETUP_HINTS = {
     _errno.ENOMEM: ("not enough locked memory for the ring; raise "
                     "RLIMIT_MEMLOCK (ulimit -l)"),
 }
+
+
+cdef bint malloc_tuned = False
+
+cdef tune_malloc():
+    """Keep freed heap memory instead of returning it at once.
+
+    A stream transport hands each received chunk to data_received() as a new
+    bytes object, and a write() keeps its bytes until the kernel has sent
+    them, so large short-lived allocations overlap.  With glibc's defaults a
+    free at the top of the heap larger than 128 KiB is given back with brk(),
+    and the next allocation faults the pages in again: measured on the
+    100 KiB echo benchmark, 20 page faults and ~0.6 brk() per request, the
+    server at a third of its speed.  So, once per process: trim only beyond
+    16 MiB, and mmap only allocations above 1 MiB.  Skipped when the user set
+    MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ or
+    URINGLOOP_TUNE_MALLOC=0.
+    """
+    global malloc_tuned
+    if malloc_tuned:
+        return
+    malloc_tuned = True
+    env = os.environ
+    if (env.get("URINGLOOP_TUNE_MALLOC", "1") == "0"
+            or "MALLOC_TRIM_THRESHOLD_" in env or "MALLOC_MMAP_THRESHOLD_" in env):
+        return
+    mallopt(M_TRIM_THRESHOLD, 16 * 1024 * 1024)
+    mallopt(M_MMAP_THRESHOLD, 1024 * 1024)
 
 
 cdef object setup_error(int res):
@@ -188,6 +221,7 @@ cdef class RingLoop:
             self.close_ring_now()
             raise OSError(err, "eventfd failed")
         self.owner_pid = os.getpid()
+        tune_malloc()
         self.readers = {}
         self.writers = {}
         self.accepting = {}

@@ -17,8 +17,8 @@
 cdef Py_ssize_t DEFAULT_HIGH_WATER = 64 * 1024
 cdef int MAX_IOV = 64
 cdef unsigned short RECV_BUFFER_GROUP = 1
-cdef unsigned RECV_BUFFER_COUNT = 256
-cdef unsigned RECV_BUFFER_SIZE = 64 * 1024
+cdef unsigned RECV_BUFFER_COUNT = 64
+cdef unsigned RECV_BUFFER_SIZE = 256 * 1024
 
 
 @cython.final
