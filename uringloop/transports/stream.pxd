@@ -6,6 +6,7 @@ cdef class StreamTransport(BaseTransport):
     cdef bint eof_seen               # the peer's FIN has arrived
     cdef bint eof_pending            # ...and waits for resume_reading
     cdef list paused_data            # received while reading was paused
+    cdef Py_ssize_t paused_bytes
     cdef StreamRecv recv_op
     cdef bint recv_armed
 
@@ -22,7 +23,8 @@ cdef class StreamTransport(BaseTransport):
 
     cdef int start_reading(self) except -1
     cdef int stop_reading(self) except -1
-    cdef int recv_completed(self, int32_t res, uint32_t flags, object data) except -1
+    cdef int recv_completed(self, int32_t res, uint32_t flags, object data,
+                            bint direct) except -1
     cdef int deliver(self, object data) except -1
     cdef int deliver_eof(self) except -1
     cdef int submit_send(self) except -1
@@ -34,8 +36,9 @@ cdef class StreamTransport(BaseTransport):
 
 cdef class StreamRecv(Operation):
     cdef StreamTransport transport
-    cdef Py_buffer view
+    cdef Py_buffer view              # a BufferedProtocol's buffer ...
     cdef bint has_view
+    cdef object view_protocol        # ... and the protocol it belongs to
 
 
 cdef class StreamSend(Operation):

@@ -4,8 +4,9 @@
 # from the loop's provided-buffer ring; each completion is copied into a
 # bytes object for data_received() and the buffer goes straight back to the
 # ring.  A BufferedProtocol instead gets a single-shot RECV straight into the
-# memory its get_buffer() returned.  pause_reading() cancels the request;
-# data the kernel had already delivered is kept and handed over on resume.
+# memory its get_buffer() returned.  While reading is paused, what arrives is
+# kept and handed over on resume; past PAUSED_BYTES_LIMIT the request is
+# cancelled, so the peer is throttled by TCP as with a selector loop.
 #
 # Writing: at most one send request in flight per socket -- two sends in
 # flight on one TCP socket may be executed out of order.  write() queues the
@@ -19,6 +20,8 @@ cdef int MAX_IOV = 64
 cdef unsigned short RECV_BUFFER_GROUP = 1
 cdef unsigned RECV_BUFFER_COUNT = 64
 cdef unsigned RECV_BUFFER_SIZE = 256 * 1024
+# Received while reading is paused, kept before the RECV is cancelled.
+cdef Py_ssize_t PAUSED_BYTES_LIMIT = 256 * 1024
 
 
 @cython.final
@@ -27,6 +30,7 @@ cdef class StreamRecv(Operation):
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef StreamTransport tr = self.transport
         cdef unsigned bid
+        cdef bint direct = False
         data = None
         if flags & IORING_CQE_F_BUFFER:
             bid = ul_cqe_buffer_id(flags)
@@ -34,10 +38,18 @@ cdef class StreamRecv(Operation):
                 data = PyBytes_FromStringAndSize(
                     <char *>ul_buf_ring_addr(&self.loop.recv_buffers, bid), res)
             ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
-        if self.has_view and not (flags & IORING_CQE_F_MORE):
+        if self.has_view:
+            if res > 0:
+                if self.view_protocol is tr.protocol:
+                    direct = True       # the data is in the protocol's buffer
+                else:
+                    # the protocol was replaced meanwhile (start_tls): the
+                    # data belongs to the new one
+                    data = PyBytes_FromStringAndSize(<char *>self.view.buf, res)
             self.has_view = False
+            self.view_protocol = None
             PyBuffer_Release(&self.view)
-        return tr.recv_completed(res, flags, data)
+        return tr.recv_completed(res, flags, data, direct)
 
     cdef int release(self) except -1:
         if self.has_view:
@@ -85,6 +97,7 @@ cdef class StreamTransport(BaseTransport):
                 buf = self.protocol.get_buffer(-1)
                 PyObject_GetBuffer(buf, &op.view, PyBUF_WRITABLE)
                 op.has_view = True
+                op.view_protocol = self.protocol
                 if op.view.len == 0:
                     raise RuntimeError('get_buffer() returned an empty buffer')
             except (SystemExit, KeyboardInterrupt):
@@ -109,7 +122,8 @@ cdef class StreamTransport(BaseTransport):
             self.loop.cancel_op(self.recv_op)
         return 0
 
-    cdef int recv_completed(self, int32_t res, uint32_t flags, object data) except -1:
+    cdef int recv_completed(self, int32_t res, uint32_t flags, object data,
+                            bint direct) except -1:
         cdef bint final = (flags & IORING_CQE_F_MORE) == 0
         if final:
             self.recv_armed = False
@@ -117,7 +131,7 @@ cdef class StreamTransport(BaseTransport):
         if res > 0:
             if self.conn_lost:
                 return 0
-            if self.buffered_protocol:
+            if direct:
                 try:
                     self.protocol.buffer_updated(res)
                 except (SystemExit, KeyboardInterrupt):
@@ -129,6 +143,10 @@ cdef class StreamTransport(BaseTransport):
                 # paused, or data kept from a pause still waits to be
                 # handed over: keep the order
                 self.paused_data.append(data)
+                self.paused_bytes += res
+                if (self.reading_paused and self.recv_armed
+                        and self.paused_bytes >= PAUSED_BYTES_LIMIT):
+                    self.stop_reading()
             else:
                 self.deliver(data)
         elif res == 0:
@@ -149,8 +167,22 @@ cdef class StreamTransport(BaseTransport):
         return 0
 
     cdef int deliver(self, object data) except -1:
+        cdef Py_ssize_t n, pos = 0, size = len(data)
         try:
-            self.protocol.data_received(data)
+            if not self.buffered_protocol:
+                self.protocol.data_received(data)
+                return 0
+            # bytes for a BufferedProtocol (kept from a pause, or received
+            # before the protocol was swapped): copy into its buffers
+            view = memoryview(data)
+            while pos < size:
+                buf = self.protocol.get_buffer(size - pos)
+                n = min(len(buf), size - pos)
+                if n == 0:
+                    raise RuntimeError('get_buffer() returned an empty buffer')
+                memoryview(buf).cast('B')[:n] = view[pos:pos + n]
+                pos += n
+                self.protocol.buffer_updated(n)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
@@ -174,7 +206,9 @@ cdef class StreamTransport(BaseTransport):
 
     def _deliver_paused(self):
         while self.paused_data and not self.reading_paused and not self.conn_lost:
-            self.deliver(self.paused_data.pop(0))
+            data = self.paused_data.pop(0)
+            self.paused_bytes -= len(data)
+            self.deliver(data)
         if self.reading_paused or self.conn_lost:
             return
         if self.eof_pending:
@@ -191,7 +225,14 @@ cdef class StreamTransport(BaseTransport):
         if self.closing or self.reading_paused:
             return
         self.reading_paused = True
-        self.stop_reading()
+        # The multishot RECV stays armed: what arrives is kept (and handed
+        # over on resume) until PAUSED_BYTES_LIMIT, then it is cancelled.
+        # Pauses are mostly short (a StreamReader above its limit for one
+        # read()), and a cancel plus re-arm costs two requests each time.
+        if self.paused_bytes >= PAUSED_BYTES_LIMIT or self.buffered_protocol:
+            # (a BufferedProtocol's RECV writes into the protocol's own
+            # memory: cancel it now)
+            self.stop_reading()
         if self.loop.get_debug():
             logger.debug("%r pauses reading", self)
 
@@ -207,6 +248,11 @@ cdef class StreamTransport(BaseTransport):
             logger.debug("%r resumes reading", self)
 
     def set_protocol(self, protocol):
+        buffered = isinstance(protocol, protocols.BufferedProtocol)
+        if self.recv_armed and buffered != self.buffered_protocol:
+            # the armed RECV is of the other kind: it ends, and the next
+            # one is armed for the new protocol
+            self.stop_reading()
         if protocol is not self.protocol:
             # pause_writing() was said to the old protocol; the new one
             # starts unpaused and is paused by the next write if need be
@@ -214,7 +260,7 @@ cdef class StreamTransport(BaseTransport):
             self.protocol_paused = False
         self.protocol = protocol
         self.protocol_connected = True
-        self.buffered_protocol = isinstance(protocol, protocols.BufferedProtocol)
+        self.buffered_protocol = buffered
 
     def _start_reading_cb(self):
         self.start_reading()
@@ -435,6 +481,7 @@ cdef class StreamTransport(BaseTransport):
 
     def _call_connection_lost(self, exc):
         self.paused_data.clear()
+        self.paused_bytes = 0
         BaseTransport._call_connection_lost(self, exc)
 
 
