@@ -1,0 +1,78 @@
+"""HTTP benchmark: an aiohttp hello-world app on each loop (pinned to CPU 0)
+under wrk -t1 -c64 (pinned to CPU 1), loops interleaved, medians of rounds.
+Needs wrk (Debian package).  Results to bench/results/http-<date>.json/.md.
+
+    python3 bench/run_http.py [--rounds 3] [--seconds 5]
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+from run_echo import HERE, RESULTS, cpu_seconds, wait_idle
+
+LOOPS = ["uringloop", "uvloop", "rloop", "asyncio"]
+
+
+def one_cell(loop, seconds, conns):
+    server = subprocess.Popen(
+        ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "http_server.py"),
+         "--loop", loop], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c8", "-d1s",
+                        f"http://127.0.0.1:{port}/"], capture_output=True)  # warm-up
+        cpu0 = cpu_seconds(server.pid)
+        out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}",
+                              f"-d{seconds}s", f"http://127.0.0.1:{port}/"],
+                             capture_output=True, text=True, timeout=seconds + 30).stdout
+        cpu1 = cpu_seconds(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    total = int(re.search(r"(\d+) requests in", out).group(1))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"req_s": rps, "cpu_us_per_req": (cpu1 - cpu0) / max(total, 1) * 1e6,
+            "non_2xx": int(errors.group(1)) if errors else 0}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--loops", default=",".join(LOOPS))
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk not found: apt-get install wrk")
+    runs = {}
+    for rnd in range(args.rounds):
+        for loop in args.loops.split(","):
+            wait_idle()
+            cell = one_cell(loop, args.seconds, 64)
+            runs.setdefault(loop, []).append(cell)
+            print(f"{loop:9s} {cell['req_s']:9.0f} req/s {cell['cpu_us_per_req']:6.1f} us cpu/req",
+                  flush=True)
+    median = {loop: {m: statistics.median(c[m] for c in cells) for m in cells[0]}
+              for loop, cells in runs.items()}
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, f"http-{stamp}.json"), "w") as f:
+        json.dump({"args": vars(args), "runs": runs, "median": median}, f, indent=1)
+    u = median.get("uringloop")
+    lines = ["| loop | req/s | server CPU us/req | uringloop req/s ratio |", "|---|---|---|---|"]
+    for loop, m in median.items():
+        ratio = f"{u['req_s'] / m['req_s']:.2f}x" if u and loop != "uringloop" else ""
+        lines.append(f"| {loop} | {m['req_s']:.0f} | {m['cpu_us_per_req']:.1f} | {ratio} |")
+    with open(os.path.join(RESULTS, f"http-{stamp}.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
