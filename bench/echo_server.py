@@ -26,7 +26,7 @@ async def streams_handler(reader, writer):
         while data := await reader.read(102400):
             writer.write(data)
             await writer.drain()
-    except ConnectionError:
+    except (ConnectionError, asyncio.CancelledError):
         pass
     writer.close()
 
