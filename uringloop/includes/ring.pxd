@@ -97,6 +97,8 @@ cdef extern from "ring/ring.h" nogil:
     void ul_prep_send_zc(io_uring_sqe *sqe, int fd, const void *buf, size_t len, int flags, unsigned zc_flags)
     void ul_prep_recvmsg(io_uring_sqe *sqe, int fd, msghdr *msg, int flags)
     void ul_prep_sendmsg(io_uring_sqe *sqe, int fd, const msghdr *msg, int flags)
+    void ul_prep_recvmsg_multishot(io_uring_sqe *sqe, int fd, msghdr *msg, int flags,
+                                   unsigned short buf_group)
     void ul_prep_accept(io_uring_sqe *sqe, int fd, sockaddr *addr, socklen_t *addrlen, int flags)
     void ul_prep_multishot_accept(io_uring_sqe *sqe, int fd, sockaddr *addr, socklen_t *addrlen, int flags)
     void ul_prep_connect(io_uring_sqe *sqe, int fd, const sockaddr *addr, socklen_t addrlen)
@@ -138,3 +140,7 @@ cdef extern from "ring/buf_ring.h" nogil:
     unsigned char *ul_buf_ring_addr(ul_buf_ring *b, unsigned bid)
     void ul_buf_ring_recycle(ul_buf_ring *b, unsigned bid)
     unsigned ul_cqe_buffer_id(uint32_t cqe_flags)
+    int ul_recvmsg_parse(unsigned char *buf, int len, unsigned namelen,
+                         unsigned controllen, unsigned char **name,
+                         unsigned *name_used, unsigned char **payload,
+                         unsigned *msg_flags)

@@ -55,4 +55,24 @@ static inline unsigned ul_cqe_buffer_id(uint32_t cqe_flags)
     return cqe_flags >> IORING_CQE_BUFFER_SHIFT;
 }
 
+/* A multishot RECVMSG completion in buffer `buf` (of `len` bytes, as the
+ * CQE's res says), for a msghdr with `namelen` and `controllen`: where the
+ * name and the payload are.  Returns the payload length present in the
+ * buffer, or -1 when the layout does not fit. */
+static inline int ul_recvmsg_parse(unsigned char *buf, int len, unsigned namelen,
+                                   unsigned controllen, unsigned char **name,
+                                   unsigned *name_used, unsigned char **payload,
+                                   unsigned *msg_flags)
+{
+    struct io_uring_recvmsg_out *out = (struct io_uring_recvmsg_out *)buf;
+    size_t head = sizeof(*out) + namelen + controllen;
+    if (len < 0 || (size_t)len < head)
+        return -1;
+    *name = buf + sizeof(*out);
+    *name_used = out->namelen < namelen ? out->namelen : namelen;
+    *payload = buf + head;
+    *msg_flags = out->flags;
+    return (int)((size_t)len - head);
+}
+
 #endif

@@ -197,6 +197,19 @@ static inline void ul_prep_recvmsg(struct io_uring_sqe *sqe, int fd,
     sqe->msg_flags = (uint32_t)flags;
 }
 
+/* Multishot RECVMSG (6.0): each datagram lands in a provided buffer laid out
+ * as struct io_uring_recvmsg_out, the name area (msg->msg_namelen bytes),
+ * the control area (msg->msg_controllen bytes), then the payload. */
+static inline void ul_prep_recvmsg_multishot(struct io_uring_sqe *sqe, int fd,
+                                             struct msghdr *msg, int flags,
+                                             unsigned short buf_group)
+{
+    ul_prep_recvmsg(sqe, fd, msg, flags);
+    sqe->ioprio |= IORING_RECV_MULTISHOT;
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = buf_group;
+}
+
 static inline void ul_prep_sendmsg(struct io_uring_sqe *sqe, int fd,
                                    const struct msghdr *msg, int flags)
 {

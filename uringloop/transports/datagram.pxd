@@ -13,17 +13,15 @@ cdef class DatagramTransport(BaseTransport):
     cdef bint protocol_paused
 
     cdef int start_reading(self) except -1
-    cdef int recv_completed(self, int32_t res, object data, object addr) except -1
+    cdef int recv_completed(self, int32_t res, object data, object addr,
+                            bint final) except -1
     cdef int submit_send(self) except -1
     cdef int send_completed(self, int32_t res) except -1
 
 
 cdef class DatagramRecv(Operation):
     cdef DatagramTransport transport
-    cdef bytes buf
-    cdef msghdr msg
-    cdef iovec iov
-    cdef sockaddr_storage addr
+    cdef msghdr msg                  # only the name/control sizes are used
 
     cdef int arm(self) except -1
 

@@ -1,36 +1,48 @@
 # DatagramTransport: UDP (and Unix datagram) sockets on io_uring.
 #
-# One RECVMSG in flight, re-armed after each datagram; one SENDMSG in flight,
-# so datagrams leave in the order sendto() was called.  A send error goes to
+# One multishot RECVMSG on the loop's provided buffers; one SENDMSG in
+# flight, so datagrams leave in the order sendto() was called.  A send error goes to
 # protocol.error_received() and the next datagram is sent, as the selector
 # loop does.
 
-cdef Py_ssize_t DATAGRAM_MAX_SIZE = 256 * 1024
-
-
 @cython.final
 cdef class DatagramRecv(Operation):
+    """One multishot RECVMSG (6.0): every datagram lands in a buffer of the
+    loop's provided-buffer ring, with its sender address in front of it."""
 
     cdef int arm(self) except -1:
-        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
-        self.iov.iov_base = PyBytes_AS_STRING(self.buf)
-        self.iov.iov_len = DATAGRAM_MAX_SIZE
-        self.msg.msg_name = &self.addr
+        cdef io_uring_sqe *sqe
+        self.loop.ensure_recv_buffers()
+        self.msg.msg_name = NULL
         self.msg.msg_namelen = sizeof(sockaddr_storage)
-        self.msg.msg_iov = &self.iov
-        self.msg.msg_iovlen = 1
+        self.msg.msg_iov = NULL
+        self.msg.msg_iovlen = 0
         self.msg.msg_control = NULL
         self.msg.msg_controllen = 0
         self.msg.msg_flags = 0
-        ul_prep_recvmsg(sqe, self.transport.fd, &self.msg, 0)
+        sqe = self.loop.sqe_for(self)
+        ul_prep_recvmsg_multishot(sqe, self.transport.fd, &self.msg, 0, RECV_BUFFER_GROUP)
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        cdef unsigned bid, name_used, msg_flags
+        cdef unsigned char *buf
+        cdef unsigned char *name
+        cdef unsigned char *payload
+        cdef int n
         data = addr = None
-        if res >= 0:
-            data = PyBytes_FromStringAndSize(PyBytes_AS_STRING(self.buf), res)
-            addr = sockaddr_to_py(&self.addr, self.msg.msg_namelen)
-        return self.transport.recv_completed(res, data, addr)
+        if flags & IORING_CQE_F_BUFFER:
+            bid = ul_cqe_buffer_id(flags)
+            buf = ul_buf_ring_addr(&self.loop.recv_buffers, bid)
+            n = ul_recvmsg_parse(buf, res, sizeof(sockaddr_storage), 0,
+                                 &name, &name_used, &payload, &msg_flags)
+            if n >= 0:
+                data = PyBytes_FromStringAndSize(<char *>payload, n)
+                addr = sockaddr_to_py(<sockaddr_storage *>name, name_used)
+            ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
+            res = n if n >= 0 else -EINVAL
+        return self.transport.recv_completed(res, data, addr,
+                                             (flags & IORING_CQE_F_MORE) == 0)
 
 
 @cython.final
@@ -62,9 +74,11 @@ cdef class DatagramTransport(BaseTransport):
     def _start_reading_cb(self):
         self.start_reading()
 
-    cdef int recv_completed(self, int32_t res, object data, object addr) except -1:
-        self.recv_armed = False
-        self.op_finished()
+    cdef int recv_completed(self, int32_t res, object data, object addr,
+                            bint final) except -1:
+        if final:
+            self.recv_armed = False
+            self.op_finished()
         if self.closing:
             return 0
         if res >= 0:
@@ -77,9 +91,10 @@ cdef class DatagramTransport(BaseTransport):
                 return 0
         elif res == -ECANCELED:
             return 0
-        else:
+        elif res != -ENOBUFS:
             self.protocol.error_received(convert_error(res))
-        self.start_reading()
+        if final:
+            self.start_reading()
         return 0
 
     def sendto(self, data, addr=None):
@@ -219,7 +234,6 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.recv_op = DatagramRecv.__new__(DatagramRecv)
     tr.recv_op.loop = loop
     tr.recv_op.transport = tr
-    tr.recv_op.buf = PyBytes_FromStringAndSize(NULL, DATAGRAM_MAX_SIZE)
     tr.send_op = DatagramSend.__new__(DatagramSend)
     tr.send_op.loop = loop
     tr.send_op.transport = tr
