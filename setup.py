@@ -24,6 +24,7 @@ extension = Extension(
         "uringloop/transports/stream.pxd", "uringloop/transports/server.pyx",
         "uringloop/transports/datagram.pyx", "uringloop/transports/datagram.pxd",
         "uringloop/transports/pipes.pyx", "uringloop/transports/pipes.pxd",
+        "uringloop/transports/zerocopy.pyx", "uringloop/transports/zerocopy.pxd",
     ],
     extra_compile_args=["-O2", "-Wno-unused-function"]
     + (["-DURINGLOOP_DEBUG", "-UNDEBUG", "-O0", "-g"] if debug else []),

@@ -68,6 +68,7 @@ cdef class RingLoop:
 
 
 include "transports/base.pxd"
+include "transports/zerocopy.pxd"
 include "transports/stream.pxd"
 include "transports/datagram.pxd"
 include "transports/pipes.pxd"

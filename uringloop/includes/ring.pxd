@@ -68,6 +68,8 @@ cdef extern from "ring/ring.h" nogil:
     unsigned IORING_CQE_F_BUFFER
     unsigned IORING_CQE_F_MORE
     unsigned IORING_CQE_F_NOTIF
+    unsigned IORING_SEND_ZC_REPORT_USAGE
+    unsigned IORING_NOTIF_USAGE_ZC_COPIED
 
     unsigned IORING_ASYNC_CANCEL_ALL
     unsigned IORING_ASYNC_CANCEL_ANY

@@ -10,7 +10,7 @@ cdef class StreamTransport(BaseTransport):
     cdef StreamRecv recv_op
     cdef bint recv_armed
 
-    cdef object write_queue          # deque of bytes, oldest first
+    cdef object write_queue          # deque of bytes / ZeroCopyBuffer, oldest first
     cdef Py_ssize_t head_offset      # bytes of write_queue[0] already sent
     cdef Py_ssize_t write_buffer_size
     cdef Py_ssize_t high_water
@@ -20,6 +20,7 @@ cdef class StreamTransport(BaseTransport):
     cdef StreamSend send_op
     cdef bint send_armed
     cdef object empty_waiter         # future resolved when the queue drains
+    cdef ZeroCopyPolicy zc
 
     cdef int start_reading(self) except -1
     cdef int stop_reading(self) except -1
@@ -28,7 +29,9 @@ cdef class StreamTransport(BaseTransport):
     cdef int deliver(self, object data) except -1
     cdef int deliver_eof(self) except -1
     cdef int submit_send(self) except -1
-    cdef int send_completed(self, int32_t res) except -1
+    cdef int submit_send_zc(self, object head) except -1
+    cdef int zc_send_completed(self, int32_t res) except -1
+    cdef int send_completed(self, int32_t res, bint zerocopy) except -1
     cdef int maybe_pause_protocol(self) except -1
     cdef int maybe_resume_protocol(self) except -1
     cdef int set_limits(self, object high, object low) except -1

@@ -24,6 +24,18 @@ cdef unsigned RECV_BUFFER_SIZE = 256 * 1024
 cdef Py_ssize_t PAUSED_BYTES_LIMIT = 256 * 1024
 
 
+cdef inline char *chunk_ptr(object chunk):
+    if type(chunk) is bytes:
+        return PyBytes_AS_STRING(chunk)
+    return <char *>(<ZeroCopyBuffer>chunk).view.buf
+
+
+cdef inline Py_ssize_t chunk_len(object chunk):
+    if type(chunk) is bytes:
+        return len(<bytes>chunk)
+    return (<ZeroCopyBuffer>chunk).view.len
+
+
 @cython.final
 cdef class StreamRecv(Operation):
 
@@ -68,7 +80,7 @@ cdef class StreamSend(Operation):
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         self.held = None
-        return self.transport.send_completed(res)
+        return self.transport.send_completed(res, False)
 
     cdef int release(self) except -1:
         self.held = None
@@ -301,13 +313,14 @@ cdef class StreamTransport(BaseTransport):
         cdef StreamSend op = self.send_op
         cdef io_uring_sqe *sqe
         cdef Py_ssize_t n = len(self.write_queue), i
-        cdef bytes chunk
+        head = self.write_queue[0]
+        if self.zc.wants(head, chunk_len(head) - self.head_offset):
+            return self.submit_send_zc(head)
         if n == 1:
-            chunk = self.write_queue[0]
-            op.held = chunk
+            op.held = head
             sqe = self.loop.sqe_for(op)
-            ul_prep_send(sqe, self.fd, PyBytes_AS_STRING(chunk) + self.head_offset,
-                         <size_t>(len(chunk) - self.head_offset), MSG_NOSIGNAL)
+            ul_prep_send(sqe, self.fd, chunk_ptr(head) + self.head_offset,
+                         <size_t>(chunk_len(head) - self.head_offset), MSG_NOSIGNAL)
         else:
             if n > MAX_IOV:
                 n = MAX_IOV
@@ -315,9 +328,9 @@ cdef class StreamTransport(BaseTransport):
             for i in range(n):
                 chunk = self.write_queue[i]
                 held.append(chunk)
-                op.iov[i].iov_base = PyBytes_AS_STRING(chunk)
-                op.iov[i].iov_len = len(chunk)
-            op.iov[0].iov_base = PyBytes_AS_STRING(<bytes>held[0]) + self.head_offset
+                op.iov[i].iov_base = chunk_ptr(chunk)
+                op.iov[i].iov_len = chunk_len(chunk)
+            op.iov[0].iov_base = chunk_ptr(head) + self.head_offset
             op.iov[0].iov_len -= self.head_offset
             op.held = held
             op.msg.msg_name = NULL
@@ -333,9 +346,49 @@ cdef class StreamTransport(BaseTransport):
         self.op_started()
         return 0
 
-    cdef int send_completed(self, int32_t res) except -1:
+    cdef int submit_send_zc(self, object head) except -1:
+        """The head chunk alone with SEND_ZC; it stays held until the
+        kernel's notification."""
+        cdef ZcSend op = ZcSend.__new__(ZcSend)
+        cdef io_uring_sqe *sqe
+        op.loop = self.loop
+        op.transport = self
+        op.chunk = head
+        sqe = self.loop.sqe_for(op)
+        ul_prep_send_zc(sqe, self.fd, chunk_ptr(head) + self.head_offset,
+                        <size_t>(chunk_len(head) - self.head_offset), MSG_NOSIGNAL,
+                        IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0)
+        if type(head) is ZeroCopyBuffer:
+            (<ZeroCopyBuffer>head).zc_inflight += 1
+        self.zc.notifs_pending += 1
+        self.send_armed = True
+        self.op_started()
+        return 0
+
+    cdef int zc_send_completed(self, int32_t res) except -1:
+        if res == -EOPNOTSUPP or res == -ENOMEM or (res == -EINVAL and self.zc.report_usage):
+            # Fall back without an error to the user: EOPNOTSUPP (no
+            # zero-copy on this socket) for good, ENOMEM (RLIMIT_MEMLOCK:
+            # the pages could not be pinned) for this chunk, EINVAL for a
+            # kernel without IORING_SEND_ZC_REPORT_USAGE (6.1).
+            if res == -EOPNOTSUPP:
+                self.zc.turn_off('the socket refused SEND_ZC (EOPNOTSUPP)')
+            elif res == -ENOMEM:
+                self.zc.skip_next = True
+            else:
+                self.zc.report_usage = False
+            self.send_armed = False
+            self.op_finished()
+            if self.write_queue and not self.conn_lost:
+                self.submit_send()
+            return 0
+        if res > 0:
+            self.zc.zc_sends += 1
+            self.zc.zc_bytes += res
+        return self.send_completed(res, True)
+
+    cdef int send_completed(self, int32_t res, bint zerocopy) except -1:
         cdef Py_ssize_t left
-        cdef bytes chunk
         self.send_armed = False
         self.op_finished()
         if self.conn_lost and not self.write_queue:
@@ -346,14 +399,20 @@ cdef class StreamTransport(BaseTransport):
             if res != -ECANCELED:
                 self.fatal_error(convert_error(res), 'Fatal write error on socket transport')
             return 0
+        if not zerocopy:
+            self.zc.plain_sends += 1
+            self.zc.plain_bytes += res
         self.write_buffer_size -= res
         left = res
         while left > 0:
             chunk = self.write_queue[0]
-            if left >= len(chunk) - self.head_offset:
-                left -= len(chunk) - self.head_offset
+            if left >= chunk_len(chunk) - self.head_offset:
+                left -= chunk_len(chunk) - self.head_offset
                 self.head_offset = 0
                 self.write_queue.popleft()
+                if type(chunk) is ZeroCopyBuffer:
+                    (<ZeroCopyBuffer>chunk).sent = True
+                    (<ZeroCopyBuffer>chunk).finish_if_released()
             else:
                 self.head_offset += left
                 left = 0
@@ -372,6 +431,49 @@ cdef class StreamTransport(BaseTransport):
         elif self.eof_written:
             self.sock.shutdown(socket.SHUT_WR)
         return 0
+
+    def write_zerocopy(self, buf):
+        """Send buf (any C-contiguous buffer: bytes, bytearray, memoryview,
+        mmap) without copying it, in order with write().
+
+        Returns a Future that resolves, once the kernel has let go of buf,
+        to ZeroCopyResult(nbytes, zerocopy) -- zerocopy False when the kernel
+        copied after all or zero-copy is off for this transport.  Until then
+        buf stays exported (a bytearray cannot be resized); cancelling the
+        future does not release it earlier.  Counts toward the write buffer
+        size like write().  Raises ValueError for a non-contiguous buffer,
+        TypeError for a non-buffer, RuntimeError after write_eof()."""
+        cdef ZeroCopyBuffer zb
+        if self.eof_written:
+            raise RuntimeError('Cannot call write_zerocopy() after write_eof()')
+        if self.empty_waiter is not None:
+            raise RuntimeError('unable to write; sendfile is in progress')
+        zb = ZeroCopyBuffer.__new__(ZeroCopyBuffer)
+        try:
+            PyObject_GetBuffer(buf, &zb.view, PyBUF_SIMPLE)
+        except BufferError as exc:
+            raise ValueError(f'write_zerocopy needs a C-contiguous buffer: {exc}') from None
+        zb.has_view = True
+        fut = zb.future = self.loop.create_future()
+        if zb.view.len == 0 or self.conn_lost:
+            zb.sent = True
+            if self.conn_lost:
+                zb.fail(ConnectionError('the transport is closed'))
+            else:
+                zb.finish_if_released()
+            return fut
+        self.write_queue.append(zb)
+        self.write_buffer_size += zb.view.len
+        if not self.send_armed:
+            self.submit_send()
+        self.maybe_pause_protocol()
+        return fut
+
+    def get_extra_info(self, name, default=None):
+        """As BaseTransport; 'zerocopy' gives the zero-copy statistics."""
+        if name == 'zerocopy':
+            return self.zc.stats()
+        return self.extra.get(name, default)
 
     cdef int maybe_pause_protocol(self) except -1:
         if self.write_buffer_size <= self.high_water or self.protocol_paused:
@@ -470,6 +572,10 @@ cdef class StreamTransport(BaseTransport):
     cdef int stop_io(self) except -1:
         self.stop_reading()
         if self.write_queue:
+            for chunk in self.write_queue:
+                if type(chunk) is ZeroCopyBuffer:
+                    (<ZeroCopyBuffer>chunk).fail(
+                        ConnectionError('the transport was closed before the data was sent'))
             self.write_queue.clear()
             self.write_buffer_size = 0
             self.head_offset = 0
@@ -497,6 +603,10 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.write_queue = collections.deque()
     tr.set_limits(None, None)
     tr.set_protocol(protocol)
+    tr.zc = new_policy(loop)
+    if sock.family == socket.AF_UNIX:
+        tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
+    tr.extra['socket'] = UringTransportSocket(sock, tr.zc)
     tr.recv_op = StreamRecv.__new__(StreamRecv)
     tr.recv_op.loop = loop
     tr.recv_op.transport = tr

@@ -1,0 +1,223 @@
+# Zero-copy send for stream transports (IORING_OP_SEND_ZC).
+#
+# Kernel facts this relies on (see DESIGN.md): a SEND_ZC posts two CQEs with
+# the same user_data -- the send result, with IORING_CQE_F_MORE, and later a
+# notification with IORING_CQE_F_NOTIF once the kernel no longer needs the
+# pages.  The write queue advances on the first CQE (the data is in the
+# socket, ordered); the buffer stays held until the notification.  We never
+# wait for notifications before sending more: consecutive SEND_ZC on one TCP
+# socket from one ring stack their notifications (6.10).  With
+# IORING_SEND_ZC_REPORT_USAGE (6.2) a notification whose res has
+# IORING_NOTIF_USAGE_ZC_COPIED set says the kernel copied after all: loopback
+# and veth to a local socket always do, and there zero-copy only costs, so
+# auto mode turns itself off for the transport after a few such reports.
+
+SOL_URINGLOOP = 0x55524c        # uringloop's socket option level ("URL")
+ZC_MODE = 1
+ZC_THRESHOLD = 2
+ZC_AUTO = 0
+ZC_ALWAYS = 1
+ZC_NEVER = 2
+SO_ZEROCOPY = 60
+_MODE_NAMES = {ZC_AUTO: 'auto', ZC_ALWAYS: 'always', ZC_NEVER: 'never'}
+
+cdef int AUTO_PROBE_REPORTS = 4       # copied reports before auto gives up
+cdef Py_ssize_t DEFAULT_ZC_THRESHOLD = 16 * 1024
+
+cdef extern from "<errno.h>":
+    int EOPNOTSUPP
+
+
+class ZeroCopyResult(collections.namedtuple('ZeroCopyResult', 'nbytes zerocopy')):
+    """What write_zerocopy()'s future resolves to: the bytes sent, and
+    whether the kernel sent all of them without copying."""
+    __slots__ = ()
+
+
+def _default_mode():
+    value = os.environ.get('URINGLOOP_ZC_MODE', 'auto').lower()
+    for mode, name in _MODE_NAMES.items():
+        if name == value:
+            return mode
+    return ZC_AUTO
+
+
+def _default_threshold():
+    try:
+        return max(0, int(os.environ.get('URINGLOOP_ZC_THRESHOLD', DEFAULT_ZC_THRESHOLD)))
+    except ValueError:
+        return DEFAULT_ZC_THRESHOLD
+
+
+cdef class ZeroCopyPolicy:
+    """Per transport: whether a chunk leaves with SEND_ZC, and what
+    happened so far."""
+
+    cdef bint wants(self, object chunk, Py_ssize_t size):
+        if self.skip_next:
+            self.skip_next = False
+            return False
+        if self.off_reason is not None or self.mode == ZC_NEVER:
+            return False
+        if type(chunk) is ZeroCopyBuffer or self.mode == ZC_ALWAYS:
+            return True
+        # auto: large immutable chunks only (write() copies mutable ones)
+        return size >= self.threshold
+
+    cdef turn_off(self, str reason):
+        if self.off_reason is None:
+            self.off_reason = reason
+            logger.debug('uringloop: zero-copy send off for a transport: %s', reason)
+
+    cdef note_notification(self, int32_t res):
+        self.notifs_pending -= 1
+        if not self.report_usage:
+            return
+        if <uint32_t>res & IORING_NOTIF_USAGE_ZC_COPIED:
+            self.copied_reports += 1
+            if (self.mode == ZC_AUTO and self.clean_reports == 0
+                    and self.copied_reports >= AUTO_PROBE_REPORTS):
+                self.turn_off('the kernel copied the data anyway (a local '
+                              'path such as loopback): IORING_NOTIF_USAGE_ZC_COPIED')
+        else:
+            self.clean_reports += 1
+
+    def stats(self):
+        return {
+            'mode': _MODE_NAMES[self.mode],
+            'threshold': self.threshold,
+            'active': self.off_reason is None and self.mode != ZC_NEVER,
+            'zerocopy_sends': self.zc_sends,
+            'zerocopy_bytes': self.zc_bytes,
+            'copied_reports': self.copied_reports,
+            'zerocopy_reports': self.clean_reports,
+            'notifications_pending': self.notifs_pending,
+            'ordinary_sends': self.plain_sends,
+            'ordinary_bytes': self.plain_bytes,
+            'off_reason': self.off_reason,
+        }
+
+
+cdef ZeroCopyPolicy new_policy(RingLoop loop):
+    cdef ZeroCopyPolicy p = ZeroCopyPolicy.__new__(ZeroCopyPolicy)
+    p.mode = _default_mode()
+    p.threshold = _default_threshold()
+    p.report_usage = True
+    if not loop.ops_supported[47]:          # IORING_OP_SEND_ZC
+        p.off_reason = 'the kernel has no IORING_OP_SEND_ZC'
+    return p
+
+
+cdef class ZeroCopyBuffer:
+    """A write_zerocopy() chunk in the write queue: the caller's buffer,
+    exported (a bytearray cannot be resized) until the kernel lets go."""
+
+    cdef int finish_if_released(self) except -1:
+        if not self.sent or self.zc_inflight:
+            return 0
+        nbytes = self.view.len
+        if self.has_view:
+            self.has_view = False
+            PyBuffer_Release(&self.view)
+        if not self.future.done():
+            self.future.set_result(ZeroCopyResult(
+                nbytes, self.any_zerocopy and not self.any_copied))
+        return 0
+
+    cdef int fail(self, object exc) except -1:
+        # dropped from the queue (abort, error): nothing more will be sent
+        self.sent = True
+        if self.zc_inflight:
+            return 0           # still held by the kernel; released later
+        if self.has_view:
+            self.has_view = False
+            PyBuffer_Release(&self.view)
+        if not self.future.done():
+            self.future.set_exception(exc)
+        return 0
+
+    def __len__(self):
+        return self.view.len
+
+    def __dealloc__(self):
+        if self.has_view:
+            self.has_view = False
+            PyBuffer_Release(&self.view)
+
+
+@cython.final
+cdef class ZcSend(Operation):
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        cdef StreamTransport tr = self.transport
+        if flags & IORING_CQE_F_NOTIF:
+            tr.zc.note_notification(res)
+            chunk = self.chunk
+            self.chunk = None
+            if type(chunk) is ZeroCopyBuffer:
+                (<ZeroCopyBuffer>chunk).zc_inflight -= 1
+                if <uint32_t>res & IORING_NOTIF_USAGE_ZC_COPIED:
+                    (<ZeroCopyBuffer>chunk).any_copied = True
+                else:
+                    (<ZeroCopyBuffer>chunk).any_zerocopy = True
+                (<ZeroCopyBuffer>chunk).finish_if_released()
+            return 0
+        chunk = self.chunk
+        if not (flags & IORING_CQE_F_MORE):
+            # no notification will come (the send failed early)
+            tr.zc.notifs_pending -= 1
+            self.chunk = None
+            if type(chunk) is ZeroCopyBuffer:
+                (<ZeroCopyBuffer>chunk).zc_inflight -= 1
+                (<ZeroCopyBuffer>chunk).finish_if_released()
+        return tr.zc_send_completed(res)
+
+    cdef int release(self) except -1:
+        self.chunk = None
+        return 0
+
+
+class UringTransportSocket(trsock.TransportSocket):
+    """The 'socket' extra info of a stream transport: asyncio's
+    TransportSocket, plus uringloop's option level for zero-copy tuning.
+
+    setsockopt(SOL_URINGLOOP, ZC_MODE, ZC_AUTO | ZC_ALWAYS | ZC_NEVER)
+    setsockopt(SOL_URINGLOOP, ZC_THRESHOLD, nbytes)   # auto mode's minimum
+    setsockopt(SOL_SOCKET, SO_ZEROCOPY, 0)            # also means ZC_NEVER
+    Raises OSError(EINVAL) for a bad value, OSError(ENOPROTOOPT) for an
+    unknown option of the level."""
+
+    __slots__ = ('_policy',)
+
+    def __init__(self, sock, policy):
+        super().__init__(sock)
+        self._policy = policy
+
+    def setsockopt(self, level, optname, value, *args):
+        if level == SOL_URINGLOOP:
+            if args or not isinstance(value, int) or isinstance(value, bool):
+                raise OSError(_errno.EINVAL, 'uringloop options take an int')
+            if optname == ZC_MODE:
+                if value not in _MODE_NAMES:
+                    raise OSError(_errno.EINVAL, f'ZC_MODE must be ZC_AUTO, ZC_ALWAYS or ZC_NEVER, not {value}')
+                self._policy.mode = value
+                return
+            if optname == ZC_THRESHOLD:
+                if not 0 <= value <= 1 << 40:
+                    raise OSError(_errno.EINVAL, f'ZC_THRESHOLD out of range: {value}')
+                self._policy.threshold = value
+                return
+            raise OSError(_errno.ENOPROTOOPT, f'unknown uringloop option {optname}')
+        self._sock.setsockopt(level, optname, value, *args)
+        if level == socket.SOL_SOCKET and optname == SO_ZEROCOPY and not args:
+            self._policy.mode = ZC_NEVER if not value else (
+                ZC_AUTO if self._policy.mode == ZC_NEVER else self._policy.mode)
+
+    def getsockopt(self, level, optname, *args):
+        if level == SOL_URINGLOOP:
+            if optname == ZC_MODE:
+                return self._policy.mode
+            if optname == ZC_THRESHOLD:
+                return self._policy.threshold
+            raise OSError(_errno.ENOPROTOOPT, f'unknown uringloop option {optname}')
+        return self._sock.getsockopt(level, optname, *args)
