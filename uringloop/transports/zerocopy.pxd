@@ -22,6 +22,7 @@ cdef class ZeroCopyBuffer:
     cdef bint sent                   # left the write queue
     cdef bint any_copied
     cdef bint any_zerocopy
+    cdef object error                # set when dropped before it was sent
 
     cdef int finish_if_released(self) except -1
     cdef int fail(self, object exc) except -1

@@ -119,7 +119,11 @@ cdef class ZeroCopyBuffer:
         if self.has_view:
             self.has_view = False
             PyBuffer_Release(&self.view)
-        if not self.future.done():
+        if self.future.done():
+            return 0
+        if self.error is not None:
+            self.future.set_exception(self.error)
+        else:
             self.future.set_result(ZeroCopyResult(
                 nbytes, self.any_zerocopy and not self.any_copied))
         return 0
@@ -127,6 +131,7 @@ cdef class ZeroCopyBuffer:
     cdef int fail(self, object exc) except -1:
         # dropped from the queue (abort, error): nothing more will be sent
         self.sent = True
+        self.error = exc
         if self.zc_inflight:
             return 0           # still held by the kernel; released later
         if self.has_view:

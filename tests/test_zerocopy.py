@@ -1,0 +1,265 @@
+"""Zero-copy send: the policy, notifications and buffer lifetimes, socket
+options, fall-backs.  Over loopback the kernel always copies (it reports
+IORING_NOTIF_USAGE_ZC_COPIED): that is what auto mode must detect."""
+import asyncio
+import errno
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import uringloop
+
+pytestmark = pytest.mark.skipif(
+    not uringloop.features()["opcodes"].get("SEND_ZC"),
+    reason="kernel lacks IORING_OP_SEND_ZC")
+
+
+def run(coro, timeout=60):
+    return uringloop.run(asyncio.wait_for(coro, timeout))
+
+
+class Sink(asyncio.Protocol):
+    def __init__(self):
+        self.data = bytearray()
+        self.done = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data):
+        self.data += data
+
+    def connection_lost(self, exc):
+        self.done.set_result(exc)
+
+
+async def connected_pair(family=socket.AF_INET, path=None):
+    loop = asyncio.get_running_loop()
+    sink = Sink()
+    if family == socket.AF_UNIX:
+        server = await loop.create_unix_server(lambda: sink, path)
+        tr, _ = await loop.create_unix_connection(asyncio.Protocol, path)
+    else:
+        server = await loop.create_server(lambda: sink, "127.0.0.1", 0)
+        tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
+    return server, tr, sink
+
+
+async def drain_notifications(tr):
+    for _ in range(1000):
+        if tr.get_extra_info("zerocopy")["notifications_pending"] == 0 and \
+                tr.get_write_buffer_size() == 0:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("notifications still pending")
+
+
+def test_auto_mode_detects_loopback_copies_and_turns_itself_off():
+    async def main():
+        server, tr, sink = await connected_pair()
+        payload = os.urandom(64 * 1024)
+        for i in range(20):
+            tr.write(payload)
+            await drain_notifications(tr)
+        stats = tr.get_extra_info("zerocopy")
+        assert stats["mode"] == "auto" and stats["active"] is False
+        assert "COPIED" in stats["off_reason"]
+        # exactly one notification per SEND_ZC, all of them reported copied
+        assert stats["zerocopy_sends"] == stats["copied_reports"] == 4
+        assert stats["zerocopy_reports"] == 0
+        assert stats["ordinary_sends"] >= 1
+        assert stats["zerocopy_bytes"] + stats["ordinary_bytes"] == 20 * len(payload)
+        tr.close()
+        await sink.done
+        assert bytes(sink.data) == payload * 20
+        server.close()
+
+    run(main())
+
+
+def test_small_writes_stay_ordinary_in_auto_mode():
+    async def main():
+        server, tr, sink = await connected_pair()
+        for _ in range(10):
+            tr.write(b"x" * 1000)
+            await drain_notifications(tr)
+        stats = tr.get_extra_info("zerocopy")
+        assert stats["zerocopy_sends"] == 0 and stats["active"]
+        tr.close()
+        await sink.done
+        server.close()
+
+    run(main())
+
+
+def test_always_mode_keeps_zero_copy_and_data_is_exact():
+    async def main():
+        server, tr, sink = await connected_pair()
+        sock = tr.get_extra_info("socket")
+        sock.setsockopt(uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+        assert sock.getsockopt(uringloop.SOL_URINGLOOP, uringloop.ZC_MODE) == uringloop.ZC_ALWAYS
+        chunks = [os.urandom(n) for n in (1, 4096, 70000, 1 << 20, 333)]
+        for c in chunks * 3:
+            tr.write(c)
+        await drain_notifications(tr)
+        stats = tr.get_extra_info("zerocopy")
+        assert stats["active"] and stats["zerocopy_sends"] >= 15
+        assert stats["copied_reports"] + stats["zerocopy_reports"] == stats["zerocopy_sends"]
+        tr.close()
+        await sink.done
+        assert bytes(sink.data) == b"".join(chunks * 3)
+        server.close()
+
+    run(main())
+
+
+def test_write_zerocopy_holds_the_buffer_until_the_kernel_lets_go():
+    async def main():
+        server, tr, sink = await connected_pair()
+        tr.get_extra_info("socket").setsockopt(
+            uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+        buf = bytearray(os.urandom(512 * 1024))
+        expected = bytes(buf)
+        tr.write(b"before:")
+        fut = tr.write_zerocopy(buf)
+        tr.write(b":after")
+        with pytest.raises(BufferError):
+            buf.append(0)          # exported until the notification
+        assert tr.get_write_buffer_size() >= len(buf)
+        result = await fut
+        assert result == uringloop.ZeroCopyResult(len(expected), False)  # loopback copies
+        buf.append(0)              # released
+        # a cancelled future does not release early either
+        buf2 = bytearray(100000)
+        fut2 = tr.write_zerocopy(buf2)
+        fut2.cancel()
+        with pytest.raises(BufferError):
+            buf2.append(0)
+        await drain_notifications(tr)
+        buf2.append(0)
+        tr.close()
+        await sink.done
+        assert bytes(sink.data) == b"before:" + expected + b":after" + bytes(100000)
+        server.close()
+
+    run(main())
+
+
+def test_write_zerocopy_bad_input_and_closed_transport():
+    async def main():
+        server, tr, sink = await connected_pair()
+        with pytest.raises(TypeError):
+            tr.write_zerocopy("text")
+        with pytest.raises(ValueError):
+            tr.write_zerocopy(memoryview(bytearray(100))[::2])
+        assert await tr.write_zerocopy(b"") == (0, False)
+        fut = tr.write_zerocopy(bytearray(1 << 22))
+        tr.abort()
+        with pytest.raises(ConnectionError):
+            await fut
+        with pytest.raises(ConnectionError):
+            await tr.write_zerocopy(b"after abort")
+        await sink.done
+        server.close()
+
+    run(main())
+
+
+def test_socket_options_validate_and_so_zerocopy_zero_means_never():
+    async def main():
+        server, tr, sink = await connected_pair()
+        sock = tr.get_extra_info("socket")
+        sock.setsockopt(uringloop.SOL_URINGLOOP, uringloop.ZC_THRESHOLD, 32768)
+        assert sock.getsockopt(uringloop.SOL_URINGLOOP, uringloop.ZC_THRESHOLD) == 32768
+        assert tr.get_extra_info("zerocopy")["threshold"] == 32768
+        for level, opt, value, err in (
+                (uringloop.SOL_URINGLOOP, uringloop.ZC_THRESHOLD, -1, errno.EINVAL),
+                (uringloop.SOL_URINGLOOP, uringloop.ZC_THRESHOLD, 1 << 50, errno.EINVAL),
+                (uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, 7, errno.EINVAL),
+                (uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, "auto", errno.EINVAL),
+                (uringloop.SOL_URINGLOOP, 99, 1, errno.ENOPROTOOPT)):
+            with pytest.raises(OSError) as info:
+                sock.setsockopt(level, opt, value)
+            assert info.value.errno == err
+        with pytest.raises(OSError):
+            sock.getsockopt(uringloop.SOL_URINGLOOP, 99)
+        sock.setsockopt(socket.SOL_SOCKET, uringloop.SO_ZEROCOPY, 0)
+        assert tr.get_extra_info("zerocopy")["mode"] == "never"
+        tr.write(os.urandom(1 << 20))
+        await drain_notifications(tr)
+        assert tr.get_extra_info("zerocopy")["zerocopy_sends"] == 0
+        tr.close()
+        await sink.done
+        server.close()
+
+    run(main())
+
+
+def test_unix_streams_fall_back_and_write_zerocopy_still_works(tmp_path):
+    async def main():
+        server, tr, sink = await connected_pair(socket.AF_UNIX, str(tmp_path / "s"))
+        stats = tr.get_extra_info("zerocopy")
+        assert not stats["active"] and "AF_UNIX" in stats["off_reason"]
+        buf = bytearray(os.urandom(200000))
+        assert await tr.write_zerocopy(buf) == (200000, False)
+        tr.close()
+        await sink.done
+        assert bytes(sink.data) == bytes(buf)
+        server.close()
+
+    run(main())
+
+
+def test_loop_wide_default_from_the_environment():
+    code = textwrap.dedent("""
+        import asyncio, uringloop
+        async def main():
+            loop = asyncio.get_running_loop()
+            srv = await loop.create_server(asyncio.Protocol, '127.0.0.1', 0)
+            tr, _ = await loop.create_connection(asyncio.Protocol, *srv.sockets[0].getsockname())
+            s = tr.get_extra_info('zerocopy')
+            print(s['mode'], s['threshold'])
+            tr.close(); srv.close()
+        uringloop.run(main())
+    """)
+    env = dict(os.environ, URINGLOOP_ZC_MODE="never", URINGLOOP_ZC_THRESHOLD="65536")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.split() == ["never", "65536"], out.stderr
+
+
+MEMLOCK_CHILD = """
+import asyncio, os, resource, uringloop
+resource.setrlimit(resource.RLIMIT_MEMLOCK, (1 << 20, 1 << 20))
+async def main():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future(); got = bytearray()
+    class Sink(asyncio.Protocol):
+        def data_received(self, d): got.extend(d)
+        def connection_lost(self, exc): done.set_result(exc)
+    srv = await loop.create_server(Sink, '127.0.0.1', 0)
+    tr, _ = await loop.create_connection(asyncio.Protocol, *srv.sockets[0].getsockname())
+    tr.get_extra_info('socket').setsockopt(uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+    payload = os.urandom(4 << 20)
+    tr.write(payload)
+    r = await tr.write_zerocopy(bytearray(payload))
+    tr.close(); await done
+    assert got == payload * 2, "data differs"
+    print("OK", r, tr.get_extra_info('zerocopy')['zerocopy_sends'])
+uringloop.run(main(), strict=True)
+"""
+
+
+def test_memlock_too_small_for_pinning_falls_back_with_data_intact():
+    """Non-fixed SEND_ZC pins the pages against RLIMIT_MEMLOCK; root has
+    CAP_IPC_LOCK, so the child drops it from its bounding set."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() == 0 and setpriv is None:
+        pytest.skip("setpriv (util-linux) needed to drop CAP_IPC_LOCK")
+    prefix = [setpriv, "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock"] if os.geteuid() == 0 else []
+    out = subprocess.run(prefix + [sys.executable, "-c", MEMLOCK_CHILD],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("OK ZeroCopyResult(nbytes=4194304, zerocopy=False)")
