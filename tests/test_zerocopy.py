@@ -263,3 +263,78 @@ def test_memlock_too_small_for_pinning_falls_back_with_data_intact():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("OK ZeroCopyResult(nbytes=4194304, zerocopy=False)")
+
+
+SINK_CHILD = """
+import asyncio, sys, uringloop
+size, count, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+async def main():
+    loop = asyncio.get_running_loop()
+    tr, _ = await loop.create_datagram_endpoint(
+        asyncio.DatagramProtocol, remote_addr=('198.18.0.2', 9999))
+    tr.get_extra_info('socket').setsockopt(
+        uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, getattr(uringloop, mode))
+    payload = bytes(size)
+    for i in range(count):
+        tr.sendto(payload)
+        if tr.get_write_buffer_size() > 1 << 20:
+            while tr.get_write_buffer_size():
+                await asyncio.sleep(0)
+    while tr.get_write_buffer_size() or tr.get_extra_info('zerocopy')['notifications_pending']:
+        await asyncio.sleep(0.001)
+    s = tr.get_extra_info('zerocopy')
+    print(s['zerocopy_sends'], s['zerocopy_reports'], s['copied_reports'], s['active'])
+    tr.close()
+uringloop.run(main(), strict=True)
+"""
+
+
+@pytest.fixture
+def udp_sink_namespaces():
+    """Two network namespaces joined by veth (MTU 65535); the sink drops UDP
+    in its nftables input hook, before any socket: the one path on this
+    machine where the kernel really sends without copying."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    for tool in ("ip", "nft"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed (iproute2 / nftables)")
+    src, sink = f"ulzc_src_{os.getpid()}", f"ulzc_sink_{os.getpid()}"
+
+    def sh(*cmd):
+        subprocess.run(cmd, check=True, capture_output=True)
+
+    try:
+        sh("ip", "netns", "add", src)
+        sh("ip", "netns", "add", sink)
+        sh("ip", "link", "add", "ulzc0", "netns", src, "type", "veth",
+           "peer", "name", "ulzc1", "netns", sink)
+        sh("ip", "-n", src, "addr", "add", "198.18.0.1/30", "dev", "ulzc0")
+        sh("ip", "-n", sink, "addr", "add", "198.18.0.2/30", "dev", "ulzc1")
+        for ns, dev in ((src, "ulzc0"), (sink, "ulzc1")):
+            sh("ip", "-n", ns, "link", "set", dev, "mtu", "65535", "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "netns", "exec", sink, "nft", "add", "table", "inet", "ulzc")
+        sh("ip", "netns", "exec", sink, "nft", "add", "chain", "inet", "ulzc", "input",
+           "{ type filter hook input priority 0; }")
+        sh("ip", "netns", "exec", sink, "nft", "add", "rule", "inet", "ulzc", "input",
+           "meta", "l4proto", "udp", "drop")
+    except subprocess.CalledProcessError as exc:
+        subprocess.run(["ip", "netns", "del", src], capture_output=True)
+        subprocess.run(["ip", "netns", "del", sink], capture_output=True)
+        pytest.skip(f"cannot build the namespaces: {exc.stderr!r}")
+    yield src
+    subprocess.run(["ip", "netns", "del", src], capture_output=True)
+    subprocess.run(["ip", "netns", "del", sink], capture_output=True)
+
+
+@pytest.mark.parametrize("mode", ["ZC_ALWAYS", "ZC_AUTO"])
+def test_udp_into_a_dropping_sink_is_really_zero_copy(udp_sink_namespaces, mode):
+    out = subprocess.run(["ip", "netns", "exec", udp_sink_namespaces, sys.executable,
+                          "-c", SINK_CHILD, "60000", "500", mode],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    sends, clean, copied, active = out.stdout.split()
+    assert int(sends) == 500
+    assert int(clean) == 500 and int(copied) == 0      # not copied
+    assert active == "True"

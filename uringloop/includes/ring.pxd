@@ -99,6 +99,8 @@ cdef extern from "ring/ring.h" nogil:
     void ul_prep_send_zc(io_uring_sqe *sqe, int fd, const void *buf, size_t len, int flags, unsigned zc_flags)
     void ul_prep_recvmsg(io_uring_sqe *sqe, int fd, msghdr *msg, int flags)
     void ul_prep_sendmsg(io_uring_sqe *sqe, int fd, const msghdr *msg, int flags)
+    void ul_prep_sendmsg_zc(io_uring_sqe *sqe, int fd, const msghdr *msg, int flags,
+                            unsigned zc_flags)
     void ul_prep_recvmsg_multishot(io_uring_sqe *sqe, int fd, msghdr *msg, int flags,
                                    unsigned short buf_group)
     void ul_prep_accept(io_uring_sqe *sqe, int fd, sockaddr *addr, socklen_t *addrlen, int flags)

@@ -11,8 +11,10 @@ cdef class DatagramTransport(BaseTransport):
     cdef Py_ssize_t high_water
     cdef Py_ssize_t low_water
     cdef bint protocol_paused
+    cdef ZeroCopyPolicy zc
 
     cdef int start_reading(self) except -1
+    cdef int zc_send_completed(self, int32_t res) except -1
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1
     cdef int submit_send(self) except -1
@@ -28,7 +30,8 @@ cdef class DatagramRecv(Operation):
 
 cdef class DatagramSend(Operation):
     cdef DatagramTransport transport
-    cdef bytes data
+    cdef bytes data                  # held until the last CQE (F_NOTIF for ZC)
     cdef msghdr msg
     cdef iovec iov
     cdef sockaddr_storage addr
+    cdef bint zerocopy

@@ -47,10 +47,22 @@ cdef class DatagramRecv(Operation):
 
 @cython.final
 cdef class DatagramSend(Operation):
+    # Ordinary SENDMSG: one object per transport, reused.  SENDMSG_ZC: one
+    # per datagram, alive (with the data) until the kernel's notification.
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        self.data = None
-        return self.transport.send_completed(res)
+        cdef DatagramTransport tr = self.transport
+        if not self.zerocopy:
+            self.data = None
+            return tr.send_completed(res)
+        if flags & IORING_CQE_F_NOTIF:
+            tr.zc.note_notification(res)
+            self.data = None
+            return 0
+        if not (flags & IORING_CQE_F_MORE):
+            tr.zc.notifs_pending -= 1
+            self.data = None
+        return tr.zc_send_completed(res)
 
     cdef int release(self) except -1:
         self.data = None
@@ -128,6 +140,12 @@ cdef class DatagramTransport(BaseTransport):
         cdef io_uring_sqe *sqe
         cdef socklen_t addrlen = 0
         data, addr = self.write_queue[0]
+        cdef bint zerocopy = self.zc.wants(data, len(<bytes>data))
+        if zerocopy:
+            op = DatagramSend.__new__(DatagramSend)
+            op.loop = self.loop
+            op.transport = self
+            op.zerocopy = True
         if addr is not None:
             try:
                 addrlen = sockaddr_from_py(self.sock.family, addr, &op.addr)
@@ -147,10 +165,41 @@ cdef class DatagramTransport(BaseTransport):
         op.msg.msg_controllen = 0
         op.msg.msg_flags = 0
         sqe = self.loop.sqe_for(op)
-        ul_prep_sendmsg(sqe, self.fd, &op.msg, MSG_NOSIGNAL)
+        if zerocopy:
+            ul_prep_sendmsg_zc(sqe, self.fd, &op.msg, MSG_NOSIGNAL,
+                               IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0)
+            self.zc.notifs_pending += 1
+        else:
+            ul_prep_sendmsg(sqe, self.fd, &op.msg, MSG_NOSIGNAL)
         self.send_armed = True
         self.op_started()
         return 0
+
+    cdef int zc_send_completed(self, int32_t res) except -1:
+        if res == -EOPNOTSUPP or res == -ENOMEM or (res == -EINVAL and self.zc.report_usage):
+            if res == -EOPNOTSUPP:
+                self.zc.turn_off('the socket refused SENDMSG_ZC (EOPNOTSUPP)')
+            elif res == -ENOMEM:
+                self.zc.skip_next = True
+            else:
+                self.zc.report_usage = False
+            self.send_armed = False
+            self.op_finished()
+            if self.write_queue and not self.conn_lost:
+                self.submit_send()
+            return 0
+        if res >= 0:
+            self.zc.zc_sends += 1
+            self.zc.zc_bytes += res
+            self.zc.plain_sends -= 1       # send_completed counts every send
+            self.zc.plain_bytes -= res
+        return self.send_completed(res)
+
+    def get_extra_info(self, name, default=None):
+        """As BaseTransport; 'zerocopy' gives the zero-copy statistics."""
+        if name == 'zerocopy':
+            return self.zc.stats()
+        return self.extra.get(name, default)
 
     cdef int send_completed(self, int32_t res) except -1:
         self.send_armed = False
@@ -165,6 +214,9 @@ cdef class DatagramTransport(BaseTransport):
         self.write_buffer_size -= len(data)
         if res < 0:
             self.protocol.error_received(convert_error(res))
+        else:
+            self.zc.plain_sends += 1
+            self.zc.plain_bytes += res
         while self.write_queue:
             try:
                 self.submit_send()
@@ -209,12 +261,14 @@ cdef class DatagramTransport(BaseTransport):
             self.loop.call_soon(self._call_connection_lost, None)
 
     cdef int stop_io(self) except -1:
-        if self.recv_armed:
-            self.loop.cancel_op(self.recv_op)
         self.write_queue.clear()
         self.write_buffer_size = 0
         if self.send_armed:
-            self.loop.cancel_op(self.send_op)
+            # the send in flight may be a SENDMSG_ZC object of its own:
+            # cancel everything on the fd (the receive goes too)
+            self.loop.cancel_fd(self.fd)
+        elif self.recv_armed:
+            self.loop.cancel_op(self.recv_op)
         return 0
 
 
@@ -231,6 +285,10 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.protocol_connected = True
     tr.write_queue = collections.deque()
     tr.set_write_buffer_limits()
+    tr.zc = new_policy(loop)
+    if sock.family == socket.AF_UNIX:
+        tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
+    tr.extra['socket'] = UringTransportSocket(sock, tr.zc)
     tr.recv_op = DatagramRecv.__new__(DatagramRecv)
     tr.recv_op.loop = loop
     tr.recv_op.transport = tr
