@@ -1,0 +1,59 @@
+"""One zero-copy benchmark cell: send for a fixed time with a ZC mode and
+print one JSON line (bytes/s, the transport's zero-copy statistics).
+
+    python3 bench/zc_sender.py udp  SIZE MODE SECONDS   # to 198.18.0.2:9999
+    python3 bench/zc_sender.py tcp  SIZE MODE SECONDS   # loopback, own sink
+MODE is ZC_NEVER, ZC_AUTO or ZC_ALWAYS.
+"""
+import asyncio
+import json
+import sys
+import time
+
+import uringloop
+
+
+async def pump(tr, payload, seconds, send):
+    """Keep the transport's buffer between 256 KiB and 1 MiB for `seconds`."""
+    loop = asyncio.get_running_loop()
+    sent = 0
+    start = loop.time()
+    deadline = start + seconds
+    while loop.time() < deadline:
+        while tr.get_write_buffer_size() < 1 << 20:
+            send(payload)
+            sent += len(payload)
+        while tr.get_write_buffer_size() > 1 << 18:
+            await asyncio.sleep(0)
+    while tr.get_write_buffer_size():
+        await asyncio.sleep(0)
+    return sent / (loop.time() - start)
+
+
+async def main(kind, size, mode, seconds):
+    loop = asyncio.get_running_loop()
+    payload = bytes(size)
+    if kind == "udp":
+        tr, _ = await loop.create_datagram_endpoint(
+            asyncio.DatagramProtocol, remote_addr=("198.18.0.2", 9999))
+        send = tr.sendto
+    else:
+        server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0)
+        tr, _ = await loop.create_connection(asyncio.Protocol,
+                                             *server.sockets[0].getsockname())
+        send = tr.write
+    tr.get_extra_info("socket").setsockopt(
+        uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, getattr(uringloop, mode))
+    tr.get_extra_info("socket").setsockopt(
+        uringloop.SOL_URINGLOOP, uringloop.ZC_THRESHOLD, 0 if mode != "ZC_AUTO" else 16384)
+    cpu0 = time.process_time()
+    rate = await pump(tr, payload, seconds, send)
+    cpu = time.process_time() - cpu0
+    stats = tr.get_extra_info("zerocopy")
+    tr.close()
+    print(json.dumps({"bytes_s": rate, "cpu_s": cpu, "zerocopy": stats}))
+
+
+if __name__ == "__main__":
+    kind, size, mode, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+    uringloop.run(main(kind, size, mode, seconds), strict=True)
