@@ -54,6 +54,7 @@ import asyncio
 import collections
 import errno as _errno
 import heapq
+import ipaddress
 import os
 import socket
 import sys

@@ -14,6 +14,11 @@ cdef class BaseTransport:
     cdef int conn_lost
     cdef int ops_pending            # our requests the kernel may still hold
     cdef bint sock_close_pending    # close the fd once ops_pending is 0
+    # write flow control (transports that write)
+    cdef Py_ssize_t write_buffer_size
+    cdef Py_ssize_t high_water
+    cdef Py_ssize_t low_water
+    cdef bint protocol_paused
 
     cdef int op_started(self) except -1
     cdef int op_finished(self) except -1
@@ -21,3 +26,6 @@ cdef class BaseTransport:
     cdef int fatal_error(self, object exc, str message) except -1
     cdef int force_close(self, object exc) except -1
     cdef int stop_io(self) except -1
+    cdef int set_limits(self, object high, object low) except -1
+    cdef int maybe_pause_protocol(self) except -1
+    cdef int maybe_resume_protocol(self) except -1

@@ -32,6 +32,68 @@ cdef class BaseTransport:
         """Cancel reading and writing requests (transport-specific)."""
         return 0
 
+    # -- write flow control, as asyncio's _FlowControlMixin ---------------
+
+    cdef int maybe_pause_protocol(self) except -1:
+        if self.write_buffer_size <= self.high_water or self.protocol_paused:
+            return 0
+        self.protocol_paused = True
+        try:
+            self.protocol.pause_writing()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.loop.call_exception_handler({
+                'message': 'protocol.pause_writing() failed',
+                'exception': exc,
+                'transport': self,
+                'protocol': self.protocol,
+            })
+        return 0
+
+    cdef int maybe_resume_protocol(self) except -1:
+        if not self.protocol_paused or self.write_buffer_size > self.low_water:
+            return 0
+        self.protocol_paused = False
+        try:
+            self.protocol.resume_writing()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.loop.call_exception_handler({
+                'message': 'protocol.resume_writing() failed',
+                'exception': exc,
+                'transport': self,
+                'protocol': self.protocol,
+            })
+        return 0
+
+    cdef int set_limits(self, object high, object low) except -1:
+        if high is None:
+            high = DEFAULT_HIGH_WATER if low is None else 4 * low
+        if low is None:
+            low = high // 4
+        if not high >= low >= 0:
+            raise ValueError(f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
+        self.high_water = high
+        self.low_water = low
+        return 0
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        self.set_limits(high, low)
+        self.maybe_pause_protocol()
+
+    def get_write_buffer_limits(self):
+        return (self.low_water, self.high_water)
+
+    def get_write_buffer_size(self):
+        """Bytes queued and not yet confirmed written by the kernel."""
+        return self.write_buffer_size
+
+    @property
+    def _protocol_paused(self):
+        return self.protocol_paused
+
     # -- asyncio.BaseTransport -------------------------------------------
 
     def get_extra_info(self, name, default=None):

@@ -7,10 +7,6 @@ cdef class DatagramTransport(BaseTransport):
     cdef DatagramSend send_op
     cdef bint send_armed
     cdef object write_queue          # deque of (bytes, address)
-    cdef Py_ssize_t write_buffer_size
-    cdef Py_ssize_t high_water
-    cdef Py_ssize_t low_water
-    cdef bint protocol_paused
     cdef ZeroCopyPolicy zc
 
     cdef int start_reading(self) except -1

@@ -131,9 +131,7 @@ cdef class DatagramTransport(BaseTransport):
         self.write_buffer_size += len(data)
         if not self.send_armed:
             self.submit_send()
-        if self.write_buffer_size > self.high_water and not self.protocol_paused:
-            self.protocol_paused = True
-            self.protocol.pause_writing()
+        self.maybe_pause_protocol()
 
     cdef int submit_send(self) except -1:
         cdef DatagramSend op = self.send_op
@@ -176,13 +174,7 @@ cdef class DatagramTransport(BaseTransport):
         return 0
 
     cdef int zc_send_completed(self, int32_t res) except -1:
-        if res == -EOPNOTSUPP or res == -ENOMEM or (res == -EINVAL and self.zc.report_usage):
-            if res == -EOPNOTSUPP:
-                self.zc.turn_off('the socket refused SENDMSG_ZC (EOPNOTSUPP)')
-            elif res == -ENOMEM:
-                self.zc.skip_next = True
-            else:
-                self.zc.report_usage = False
+        if self.zc.absorb_error(res):
             self.send_armed = False
             self.op_finished()
             if self.write_queue and not self.conn_lost:
@@ -225,29 +217,11 @@ cdef class DatagramTransport(BaseTransport):
                 data, _ = self.write_queue.popleft()
                 self.write_buffer_size -= len(data)
                 self.protocol.error_received(exc)
-        if self.protocol_paused and self.write_buffer_size <= self.low_water:
-            self.protocol_paused = False
-            self.protocol.resume_writing()
+        self.maybe_resume_protocol()
         if not self.write_queue and self.closing and not self.conn_lost:
             self.conn_lost += 1
             self.loop.call_soon(self._call_connection_lost, None)
         return 0
-
-    def get_write_buffer_size(self):
-        return self.write_buffer_size
-
-    def set_write_buffer_limits(self, high=None, low=None):
-        if high is None:
-            high = 64 * 1024 if low is None else 4 * low
-        if low is None:
-            low = high // 4
-        if not high >= low >= 0:
-            raise ValueError(f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
-        self.high_water = high
-        self.low_water = low
-
-    def get_write_buffer_limits(self):
-        return (self.low_water, self.high_water)
 
     def close(self):
         """Stop receiving; send what is queued, then connection_lost."""
@@ -284,7 +258,7 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.protocol = protocol
     tr.protocol_connected = True
     tr.write_queue = collections.deque()
-    tr.set_write_buffer_limits()
+    tr.set_limits(None, None)
     tr.zc = new_policy(loop)
     if sock.family == socket.AF_UNIX:
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')

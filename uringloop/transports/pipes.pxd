@@ -24,10 +24,6 @@ cdef class WritePipeTransport(BaseTransport):
     cdef Operation hangup_op         # POLL for the reader going away
     cdef bint hangup_armed
     cdef object write_queue          # deque of bytes
-    cdef Py_ssize_t write_buffer_size
-    cdef Py_ssize_t high_water
-    cdef Py_ssize_t low_water
-    cdef bint protocol_paused
 
     cdef int submit_write(self) except -1
     cdef int write_completed(self, int32_t res) except -1

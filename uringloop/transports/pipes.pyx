@@ -189,17 +189,7 @@ cdef class WritePipeTransport(BaseTransport):
         self.write_buffer_size += len(data)
         if not self.write_armed:
             self.submit_write()
-        if self.write_buffer_size > self.high_water and not self.protocol_paused:
-            self.protocol_paused = True
-            try:
-                self.protocol.pause_writing()
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self.loop.call_exception_handler({
-                    'message': 'protocol.pause_writing() failed',
-                    'exception': exc, 'transport': self,
-                    'protocol': self.protocol})
+        self.maybe_pause_protocol()
 
     cdef int submit_write(self) except -1:
         self.write_op.buf = self.write_queue[0]
@@ -241,17 +231,7 @@ cdef class WritePipeTransport(BaseTransport):
         elif self.closing:
             self.stop_io()
             self.loop.call_soon(self._call_connection_lost, None)
-        if self.protocol_paused and self.write_buffer_size <= self.low_water:
-            self.protocol_paused = False
-            try:
-                self.protocol.resume_writing()
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self.loop.call_exception_handler({
-                    'message': 'protocol.resume_writing() failed',
-                    'exception': exc, 'transport': self,
-                    'protocol': self.protocol})
+        self.maybe_resume_protocol()
         return 0
 
     cdef int stop_io(self) except -1:
@@ -261,26 +241,6 @@ cdef class WritePipeTransport(BaseTransport):
         if self.hangup_armed or self.write_armed:
             self.loop.cancel_fd(self.fd)   # the WRITE waits behind a POLL_ADD
         return 0
-
-    def get_write_buffer_size(self):
-        return self.write_buffer_size
-
-    def set_write_buffer_limits(self, high=None, low=None):
-        if high is None:
-            high = 64 * 1024 if low is None else 4 * low
-        if low is None:
-            low = high // 4
-        if not high >= low >= 0:
-            raise ValueError(f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
-        self.high_water = high
-        self.low_water = low
-
-    def get_write_buffer_limits(self):
-        return (self.low_water, self.high_water)
-
-    @property
-    def _protocol_paused(self):
-        return self.protocol_paused
 
     def can_write_eof(self):
         return True
@@ -313,7 +273,7 @@ cdef BaseTransport new_pipe_transport(RingLoop loop, object pipe, object protoco
     if writing:
         tr = WritePipeTransport.__new__(WritePipeTransport)
         (<WritePipeTransport>tr).write_queue = collections.deque()
-        (<WritePipeTransport>tr).set_write_buffer_limits()
+        tr.set_limits(None, None)
     else:
         tr = ReadPipeTransport.__new__(ReadPipeTransport)
     tr.loop = loop

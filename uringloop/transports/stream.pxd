@@ -12,10 +12,6 @@ cdef class StreamTransport(BaseTransport):
 
     cdef object write_queue          # deque of bytes / ZeroCopyBuffer, oldest first
     cdef Py_ssize_t head_offset      # bytes of write_queue[0] already sent
-    cdef Py_ssize_t write_buffer_size
-    cdef Py_ssize_t high_water
-    cdef Py_ssize_t low_water
-    cdef bint protocol_paused
     cdef bint eof_written            # write_eof() was called
     cdef StreamSend send_op
     cdef bint send_armed
@@ -32,9 +28,6 @@ cdef class StreamTransport(BaseTransport):
     cdef int submit_send_zc(self, object head) except -1
     cdef int zc_send_completed(self, int32_t res) except -1
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1
-    cdef int maybe_pause_protocol(self) except -1
-    cdef int maybe_resume_protocol(self) except -1
-    cdef int set_limits(self, object high, object low) except -1
 
 
 cdef class StreamRecv(Operation):

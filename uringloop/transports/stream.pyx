@@ -366,17 +366,7 @@ cdef class StreamTransport(BaseTransport):
         return 0
 
     cdef int zc_send_completed(self, int32_t res) except -1:
-        if res == -EOPNOTSUPP or res == -ENOMEM or (res == -EINVAL and self.zc.report_usage):
-            # Fall back without an error to the user: EOPNOTSUPP (no
-            # zero-copy on this socket) for good, ENOMEM (RLIMIT_MEMLOCK:
-            # the pages could not be pinned) for this chunk, EINVAL for a
-            # kernel without IORING_SEND_ZC_REPORT_USAGE (6.1).
-            if res == -EOPNOTSUPP:
-                self.zc.turn_off('the socket refused SEND_ZC (EOPNOTSUPP)')
-            elif res == -ENOMEM:
-                self.zc.skip_next = True
-            else:
-                self.zc.report_usage = False
+        if self.zc.absorb_error(res):
             self.send_armed = False
             self.op_finished()
             if self.write_queue and not self.conn_lost:
@@ -475,66 +465,6 @@ cdef class StreamTransport(BaseTransport):
             return self.zc.stats()
         return self.extra.get(name, default)
 
-    cdef int maybe_pause_protocol(self) except -1:
-        if self.write_buffer_size <= self.high_water or self.protocol_paused:
-            return 0
-        self.protocol_paused = True
-        try:
-            self.protocol.pause_writing()
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self.loop.call_exception_handler({
-                'message': 'protocol.pause_writing() failed',
-                'exception': exc,
-                'transport': self,
-                'protocol': self.protocol,
-            })
-        return 0
-
-    cdef int maybe_resume_protocol(self) except -1:
-        if not self.protocol_paused or self.write_buffer_size > self.low_water:
-            return 0
-        self.protocol_paused = False
-        try:
-            self.protocol.resume_writing()
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self.loop.call_exception_handler({
-                'message': 'protocol.resume_writing() failed',
-                'exception': exc,
-                'transport': self,
-                'protocol': self.protocol,
-            })
-        return 0
-
-    cdef int set_limits(self, object high, object low) except -1:
-        if high is None:
-            high = DEFAULT_HIGH_WATER if low is None else 4 * low
-        if low is None:
-            low = high // 4
-        if not high >= low >= 0:
-            raise ValueError(f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
-        self.high_water = high
-        self.low_water = low
-        return 0
-
-    def set_write_buffer_limits(self, high=None, low=None):
-        self.set_limits(high, low)
-        self.maybe_pause_protocol()
-
-    def get_write_buffer_limits(self):
-        return (self.low_water, self.high_water)
-
-    def get_write_buffer_size(self):
-        """Bytes queued and not yet confirmed sent by the kernel."""
-        return self.write_buffer_size
-
-    @property
-    def _protocol_paused(self):
-        return self.protocol_paused
-
     def write_eof(self):
         """Shut down the sending side once the queued data is sent."""
         if self.closing or self.eof_written:
@@ -606,6 +536,8 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.zc = new_policy(loop)
     if sock.family == socket.AF_UNIX:
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
+    elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.extra):
+        tr.zc.turn_off(LOCAL_PEER_REASON)
     tr.extra['socket'] = UringTransportSocket(sock, tr.zc)
     tr.recv_op = StreamRecv.__new__(StreamRecv)
     tr.recv_op.loop = loop

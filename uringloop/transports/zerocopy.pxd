@@ -10,6 +10,7 @@ cdef class ZeroCopyPolicy:
     cdef Py_ssize_t notifs_pending, plain_sends, plain_bytes
 
     cdef bint wants(self, object chunk, Py_ssize_t size)
+    cdef bint absorb_error(self, int32_t res)
     cdef turn_off(self, str reason)
     cdef note_notification(self, int32_t res)
 

@@ -64,6 +64,22 @@ cdef class ZeroCopyPolicy:
         # auto: large immutable chunks only (write() copies mutable ones)
         return size >= self.threshold
 
+    cdef bint absorb_error(self, int32_t res):
+        """True when a failed SEND_ZC/SENDMSG_ZC should be sent again
+        ordinarily, without an error to the user: EOPNOTSUPP (no zero-copy
+        on this socket) for good, ENOMEM (RLIMIT_MEMLOCK: the pages could
+        not be pinned) for this chunk, EINVAL for a kernel without
+        IORING_SEND_ZC_REPORT_USAGE (6.1) without that flag."""
+        if res == -EOPNOTSUPP:
+            self.turn_off('the socket refused zero-copy send (EOPNOTSUPP)')
+        elif res == -ENOMEM:
+            self.skip_next = True
+        elif res == -EINVAL and self.report_usage:
+            self.report_usage = False
+        else:
+            return False
+        return True
+
     cdef turn_off(self, str reason):
         if self.off_reason is None:
             self.off_reason = reason
@@ -82,6 +98,13 @@ cdef class ZeroCopyPolicy:
         else:
             self.clean_reports += 1
 
+    def _set_mode(self, int mode):
+        # An explicit choice also lifts the start-up guess that the peer
+        # is local (auto mode then probes with the kernel's reports).
+        self.mode = mode
+        if self.off_reason == LOCAL_PEER_REASON:
+            self.off_reason = None
+
     def stats(self):
         return {
             'mode': _MODE_NAMES[self.mode],
@@ -96,6 +119,27 @@ cdef class ZeroCopyPolicy:
             'ordinary_bytes': self.plain_bytes,
             'off_reason': self.off_reason,
         }
+
+
+LOCAL_PEER_REASON = ('the peer is on this host (loopback or an address of '
+                     'this socket): the kernel copies for local delivery')
+
+
+cdef bint is_local_peer(dict extra):
+    """A TCP/UDP peer on this host: a loopback address, or the socket's own
+    address.  The kernel copies zero-copy data delivered locally, and with a
+    small receive buffer the peer even drops the page-sized segments and TCP
+    stalls in retransmissions -- measured: 16 KiB SEND_ZC writes to a local
+    peer with SO_RCVBUF 4 KiB took ~1.5 s each."""
+    peer = extra.get('peername')
+    local = extra.get('sockname')
+    if not isinstance(peer, tuple) or not isinstance(local, tuple):
+        return False
+    try:
+        address = ipaddress.ip_address(peer[0].split('%', 1)[0])
+    except ValueError:
+        return False
+    return address.is_loopback or peer[0] == local[0]
 
 
 cdef ZeroCopyPolicy new_policy(RingLoop loop):
@@ -205,7 +249,7 @@ class UringTransportSocket(trsock.TransportSocket):
             if optname == ZC_MODE:
                 if value not in _MODE_NAMES:
                     raise OSError(_errno.EINVAL, f'ZC_MODE must be ZC_AUTO, ZC_ALWAYS or ZC_NEVER, not {value}')
-                self._policy.mode = value
+                self._policy._set_mode(value)
                 return
             if optname == ZC_THRESHOLD:
                 if not 0 <= value <= 1 << 40:
