@@ -110,10 +110,21 @@ cdef class BaseTransport:
     def get_protocol(self):
         return self.protocol
 
+    cdef bint closed_with_loop(self) except -1:
+        """The loop is closed (its ring too, so no request of ours is left
+        to name the fd): just close the file."""
+        if not self.loop.is_closed():
+            return False
+        self.closing = True
+        self.sock_close_pending = False
+        if self.sock is not None:
+            self.sock.close()
+        return True
+
     def close(self):
         """Close the transport: buffered data is still sent, then
         protocol.connection_lost(None) is called."""
-        if self.closing:
+        if self.closing or self.closed_with_loop():
             return
         self.closing = True
         self.stop_io()
@@ -143,7 +154,7 @@ cdef class BaseTransport:
         return 0
 
     cdef int force_close(self, object exc) except -1:
-        if self.conn_lost:
+        if self.conn_lost or self.closed_with_loop():
             return 0
         self.closing = True
         self.stop_io()

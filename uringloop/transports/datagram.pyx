@@ -225,7 +225,7 @@ cdef class DatagramTransport(BaseTransport):
 
     def close(self):
         """Stop receiving; send what is queued, then connection_lost."""
-        if self.closing:
+        if self.closing or self.closed_with_loop():
             return
         self.closing = True
         if self.recv_armed:

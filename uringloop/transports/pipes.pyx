@@ -247,7 +247,7 @@ cdef class WritePipeTransport(BaseTransport):
 
     def write_eof(self):
         """Close the pipe once the queued data is written."""
-        if self.closing:
+        if self.closing or self.closed_with_loop():
             return
         self.closing = True
         if not self.write_queue:

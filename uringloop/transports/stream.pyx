@@ -491,7 +491,7 @@ cdef class StreamTransport(BaseTransport):
 
     def close(self):
         """Stop reading; send what is queued, then call connection_lost."""
-        if self.closing:
+        if self.closing or self.closed_with_loop():
             return
         self.closing = True
         self.stop_reading()
