@@ -111,6 +111,7 @@ cdef object take_leftover_data(RingLoop loop, int fd, object sock, Py_ssize_t n)
 
 
 cdef class SocketOperation(Operation):
+    # (declared here, not in core.pxd: only this file uses these classes)
     cdef object sock
     cdef int fd
     cdef Py_buffer view
@@ -142,6 +143,17 @@ cdef class SocketOperation(Operation):
             PyBuffer_Release(&self.view)
 
     cdef int retry(self) except -1:
+        return 0
+
+    cdef int finish_with_count(self, int32_t res) except -1:
+        """Last CQE of a request whose result is a byte count."""
+        if self.should_retry(res):
+            return self.retry()
+        self.release_buffer()
+        if res < 0:
+            return self.fail(res)
+        if not self.waiter_gone():
+            self.future.set_result(res)
         return 0
 
     cdef bint should_retry(self, int32_t res):
@@ -185,17 +197,10 @@ cdef class RecvIntoOp(SocketOperation):
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if self.should_retry(res):
-            return self.retry()
         if res > 0 and self.waiter_gone():
             leftover_for(self.loop, self.fd, self.sock).data.extend(
                 PyBytes_FromStringAndSize(<char *>self.view.buf, res))
-        self.release_buffer()
-        if res < 0:
-            return self.fail(res)
-        if not self.waiter_gone():
-            self.future.set_result(res)
-        return 0
+        return self.finish_with_count(res)
 
 
 @cython.final
@@ -344,14 +349,7 @@ cdef class SendMsgOp(SocketOperation):
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if self.should_retry(res):
-            return self.retry()
-        self.release_buffer()
-        if res < 0:
-            return self.fail(res)
-        if not self.waiter_gone():
-            self.future.set_result(res)
-        return 0
+        return self.finish_with_count(res)
 
 
 @cython.final
@@ -365,14 +363,7 @@ cdef class ReadOp(SocketOperation):
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if self.should_retry(res):
-            return self.retry()
-        self.release_buffer()
-        if res < 0:
-            return self.fail(res)
-        if not self.waiter_gone():
-            self.future.set_result(res)
-        return 0
+        return self.finish_with_count(res)
 
 
 cdef object start(RingLoop loop, SocketOperation op, object sock, int fd):
