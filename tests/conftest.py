@@ -42,3 +42,25 @@ def any_loop(request):
     asyncio.set_event_loop(None)
     _close_and_check(loop)
     gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def every_closed_loop_is_drained(monkeypatch):
+    """After each test, every uringloop Loop the test made and closed has
+    no io_uring request left in flight: close() got every buffer back from
+    the kernel (otherwise it keeps them, and says so)."""
+    import weakref
+
+    made = []
+    original_init = uringloop.Loop.__init__
+
+    def tracking_init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        made.append(weakref.ref(self))
+
+    monkeypatch.setattr(uringloop.Loop, "__init__", tracking_init)
+    yield
+    for ref in made:
+        loop = ref()
+        if loop is not None and loop.is_closed():
+            assert loop.stats()["ops_in_flight"] == 0, (loop, loop.stats())
