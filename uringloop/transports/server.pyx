@@ -1,9 +1,25 @@
-# Listening sockets: one multishot ACCEPT per socket (5.19), each completion
-# a new connection handed to a fresh protocol and stream transport.
+# Listening sockets: an ACCEPT request per socket, each completion a new
+# connection handed to a fresh protocol and stream transport.
+#
+# A listening socket shared by several processes (gunicorn -w N, forking
+# servers) must spread its connections over them.  A multishot ACCEPT keeps
+# its place at the head of the socket's wait queue, so one process would take
+# every connection (seen: gunicorn -w 2, 300 requests, all to one worker).
+# A single-shot ACCEPT, armed again after each connection, goes to the tail
+# and the processes take turns.  The loop cannot tell whether a socket is
+# shared (create_server(sock=...), or made before a fork), so it always uses
+# single-shot ACCEPTs, ACCEPT_DEPTH of them in flight so that a burst of
+# connections is taken in one iteration (the selector loop accepts up to
+# `backlog` per readiness event).
+
+
+cdef int ACCEPT_DEPTH = 16     # single-shot ACCEPTs kept in flight per socket
 
 
 @cython.final
 cdef class ServerAccept(Operation):
+    # ACCEPT_DEPTH requests share this object as their user_data: `pending`
+    # counts them (Operation.in_flight only says "at least one").
     cdef object sock
     cdef int fd
     cdef object protocol_factory
@@ -13,33 +29,39 @@ cdef class ServerAccept(Operation):
     cdef object ssl_shutdown_timeout
     cdef bint active
     cdef bint close_when_done
+    cdef int pending
+    cdef bint backing_off            # out of fds: waiting to try again
 
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe
-        if self.in_flight or not self.active:
-            return 0
-        sqe = self.loop.sqe_for(self)
-        ul_prep_multishot_accept(sqe, self.fd, NULL, NULL,
-                                 socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+        while self.active and not self.backing_off and self.pending < ACCEPT_DEPTH:
+            sqe = self.loop.sqe_for(self)
+            ul_prep_accept(sqe, self.fd, NULL, NULL,
+                           socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+            self.pending += 1
         return 0
 
     cdef int stop(self) except -1:
+        cdef io_uring_sqe *sqe
         self.active = False
-        if self.in_flight:
+        if self.pending and self.loop.ring_open:
             self.close_when_done = True
-            self.loop.cancel_op(self)
+            sqe = self.loop.sqe_for(None)
+            ul_prep_cancel(sqe, <uint64_t><uintptr_t><PyObject *>self,
+                           IORING_ASYNC_CANCEL_ALL)
+            ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
         else:
             self.sock.close()
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        cdef bint final = (flags & IORING_CQE_F_MORE) == 0
+        self.pending -= 1
         if res >= 0:
             if self.active:
                 self.loop._accepted(self, res)
             else:
                 close(res)
-        elif res != -ECANCELED and self.active:
+        elif res != -ECANCELED and self.active and not self.backing_off:
             if res in (-EMFILE, -ENFILE, -ENOBUFS, -ENOMEM):
                 # Out of descriptors or memory: as the selector loop does,
                 # say so and try again a little later.
@@ -48,18 +70,17 @@ cdef class ServerAccept(Operation):
                     'exception': convert_error(res),
                     'socket': trsock.TransportSocket(self.sock),
                 })
-                if final:
-                    self.loop.call_later(constants.ACCEPT_RETRY_DELAY, self._rearm)
-                    return 0
-        if final:
-            if self.close_when_done:
-                self.close_when_done = False
-                self.sock.close()
-            else:
-                self.arm()
+                self.backing_off = True
+                self.loop.call_later(constants.ACCEPT_RETRY_DELAY, self._rearm)
+        if self.pending == 0 and self.close_when_done:
+            self.close_when_done = False
+            self.sock.close()
+        else:
+            self.arm()
         return 0
 
     def _rearm(self):
+        self.backing_off = False
         if self.active and self.loop.ring_open:
             self.arm()
 

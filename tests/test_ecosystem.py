@@ -1,0 +1,101 @@
+"""Where uvloop users plug a loop in today: gunicorn with aiohttp workers,
+uvicorn's custom loop option, pytest-asyncio.  Real processes, real HTTP."""
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+import uringloop
+
+APPS = os.path.join(os.path.dirname(__file__), "apps")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url, timeout=5):
+    req = urllib.request.Request(url, headers={"Connection": "close"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.read().decode()
+
+
+def wait_until_serving(proc, url, seconds=30):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited: {proc.stderr.read()[-2000:]}")
+        try:
+            return get(url, timeout=1)
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("server did not start")
+
+
+@pytest.fixture
+def server_process():
+    procs = []
+
+    def start(args):
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, cwd=APPS)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_gunicorn_two_uringloop_workers_both_serve(server_process):
+    pytest.importorskip("gunicorn")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    proc = server_process([sys.executable, "-m", "gunicorn", "aiohttp_app:make_app",
+                           "-k", "uringloop.gunicorn.UringWebWorker", "-w", "2",
+                           "-b", f"127.0.0.1:{port}", "--graceful-timeout", "5"])
+    wait_until_serving(proc, url)
+    pids, loops = set(), set()
+    for _ in range(300):            # bounded: the kernel spreads the accepts
+        pid, loop = get(url).split()
+        pids.add(pid)
+        loops.add(loop)
+        if len(pids) == 2:
+            break
+    assert loops == {"uringloop.core.Loop"}
+    assert len(pids) == 2, f"only workers {pids} answered"
+
+
+def test_uvicorn_custom_loop_factory(server_process):
+    pytest.importorskip("uvicorn")
+    port = free_port()
+    proc = server_process([sys.executable, "-m", "uvicorn", "asgi_app:app",
+                           "--loop", "uringloop:new_event_loop",
+                           "--host", "127.0.0.1", "--port", str(port)])
+    assert wait_until_serving(proc, f"http://127.0.0.1:{port}/") == "uringloop.core.Loop"
+
+
+# pytest-asyncio: a project runs its async tests on uringloop by giving the
+# event_loop_policy fixture (pytest-asyncio >= 0.23) uringloop's policy.
+@pytest.fixture
+def event_loop_policy():
+    return uringloop.EventLoopPolicy()
+
+
+@pytest.mark.asyncio
+async def test_pytest_asyncio_runs_on_uringloop():
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, uringloop.Loop)
+    await asyncio.sleep(0.001)
