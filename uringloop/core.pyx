@@ -600,6 +600,7 @@ cdef class RingLoop:
         op.ssl_handshake_timeout = ssl_handshake_timeout
         op.ssl_shutdown_timeout = ssl_shutdown_timeout
         op.active = True
+        op.depth = max(1, min(backlog, MAX_ACCEPT_DEPTH))
         self.accepting[fd] = op
         op.arm()
 

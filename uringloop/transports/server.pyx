@@ -8,18 +8,21 @@
 # A single-shot ACCEPT, armed again after each connection, goes to the tail
 # and the processes take turns.  The loop cannot tell whether a socket is
 # shared (create_server(sock=...), or made before a fork), so it always uses
-# single-shot ACCEPTs, ACCEPT_DEPTH of them in flight so that a burst of
-# connections is taken in one iteration (the selector loop accepts up to
-# `backlog` per readiness event).
+# single-shot ACCEPTs, as many in flight as the listen backlog, so that a
+# burst of connections is taken in one iteration as the selector loop does
+# (it accepts up to `backlog` per readiness event); with fewer, 300
+# simultaneous connects to a backlog of 100 overflowed the accept queue and
+# some clients were reset.
 
 
-cdef int ACCEPT_DEPTH = 16     # single-shot ACCEPTs kept in flight per socket
+cdef int MAX_ACCEPT_DEPTH = 256  # single-shot ACCEPTs in flight per socket, at most
 
 
 @cython.final
 cdef class ServerAccept(Operation):
-    # ACCEPT_DEPTH requests share this object as their user_data: `pending`
-    # counts them (Operation.in_flight only says "at least one").
+    # `depth` requests (the listen backlog, at most MAX_ACCEPT_DEPTH) share
+    # this object as their user_data: `pending` counts them
+    # (Operation.in_flight only says "at least one").
     cdef object sock
     cdef int fd
     cdef object protocol_factory
@@ -30,11 +33,12 @@ cdef class ServerAccept(Operation):
     cdef bint active
     cdef bint close_when_done
     cdef int pending
+    cdef int depth
     cdef bint backing_off            # out of fds: waiting to try again
 
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe
-        while self.active and not self.backing_off and self.pending < ACCEPT_DEPTH:
+        while self.active and not self.backing_off and self.pending < self.depth:
             sqe = self.loop.sqe_for(self)
             ul_prep_accept(sqe, self.fd, NULL, NULL,
                            socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
