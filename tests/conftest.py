@@ -64,3 +64,21 @@ def every_closed_loop_is_drained(monkeypatch):
         loop = ref()
         if loop is not None and loop.is_closed():
             assert loop.stats()["ops_in_flight"] == 0, (loop, loop.stats())
+
+
+# pytest-asyncio: how a project runs its async tests on uringloop.  From
+# pytest-asyncio 1.x the pytest_asyncio_loop_factories hook names the loop
+# factory; older versions take an event_loop_policy fixture returning
+# uringloop.EventLoopPolicy() instead.
+try:
+    from pytest_asyncio.plugin import PytestAsyncioSpecs as _specs
+except ImportError:
+    _specs = None
+
+if _specs is not None and hasattr(_specs, "pytest_asyncio_loop_factories"):
+    def pytest_asyncio_loop_factories(config, item):
+        return {"uringloop": uringloop.new_event_loop}
+else:
+    @pytest.fixture
+    def event_loop_policy():
+        return uringloop.EventLoopPolicy()

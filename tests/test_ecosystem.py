@@ -87,13 +87,8 @@ def test_uvicorn_custom_loop_factory(server_process):
     assert wait_until_serving(proc, f"http://127.0.0.1:{port}/") == "uringloop.core.Loop"
 
 
-# pytest-asyncio: a project runs its async tests on uringloop by giving the
-# event_loop_policy fixture (pytest-asyncio >= 0.23) uringloop's policy.
-@pytest.fixture
-def event_loop_policy():
-    return uringloop.EventLoopPolicy()
-
-
+# pytest-asyncio runs this on uringloop through tests/conftest.py (the
+# pytest_asyncio_loop_factories hook, or event_loop_policy on older versions).
 @pytest.mark.asyncio
 async def test_pytest_asyncio_runs_on_uringloop():
     loop = asyncio.get_running_loop()
