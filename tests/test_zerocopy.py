@@ -360,3 +360,36 @@ def test_udp_into_a_dropping_sink_is_really_zero_copy(udp_sink_namespaces, mode)
     assert int(sends) == 500
     assert int(clean) == 500 and int(copied) == 0      # not copied
     assert active == "True"
+
+
+def test_set_zerocopy_on_plain_sockets_before_the_transport_exists():
+    async def main():
+        loop = asyncio.get_running_loop()
+        accepted = loop.create_future()
+
+        class Server(asyncio.Protocol):
+            def connection_made(self, transport):
+                accepted.set_result(transport)
+
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        uringloop.set_zerocopy(listener, mode=uringloop.ZC_ALWAYS, threshold=1)
+        server = await loop.create_server(Server, sock=listener)
+        client = socket.socket()
+        client.connect(listener.getsockname())
+        uringloop.set_zerocopy(client, mode=uringloop.ZC_NEVER)
+        tr, _ = await loop.create_connection(asyncio.Protocol, sock=client)
+        srv_tr = await accepted
+        assert tr.get_extra_info("zerocopy")["mode"] == "never"
+        stats = srv_tr.get_extra_info("zerocopy")
+        assert stats["mode"] == "always" and stats["threshold"] == 1
+        with pytest.raises(ValueError):
+            uringloop.set_zerocopy(client, mode=9)
+        with pytest.raises(ValueError):
+            uringloop.set_zerocopy(client, threshold=-5)
+        tr.close()
+        srv_tr.close()
+        server.close()
+        await server.wait_closed()
+
+    run(main())

@@ -638,7 +638,7 @@ cdef class RingLoop:
             return
         try:
             protocol = op.protocol_factory()
-            new_stream_transport(self, conn, protocol, None, extra, op.server)
+            new_stream_transport(self, conn, protocol, None, extra, op.server, op.sock)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:

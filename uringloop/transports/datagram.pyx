@@ -259,7 +259,7 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.protocol_connected = True
     tr.write_queue = collections.deque()
     tr.set_limits(None, None)
-    tr.zc = new_policy(loop)
+    tr.zc = new_policy(loop, sock)
     if sock.family == socket.AF_UNIX:
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
     tr.extra['socket'] = UringTransportSocket(sock, tr.zc)

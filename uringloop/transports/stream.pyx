@@ -522,7 +522,8 @@ cdef class StreamTransport(BaseTransport):
 
 
 cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object protocol,
-                                          object waiter, object extra, object server):
+                                          object waiter, object extra, object server,
+                                          object server_sock=None):
     cdef StreamTransport tr = StreamTransport.__new__(StreamTransport)
     tr.loop = loop
     tr.sock = sock
@@ -533,7 +534,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.write_queue = collections.deque()
     tr.set_limits(None, None)
     tr.set_protocol(protocol)
-    tr.zc = new_policy(loop)
+    tr.zc = new_policy(loop, sock, server_sock)
     if sock.family == socket.AF_UNIX:
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
     elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.extra):

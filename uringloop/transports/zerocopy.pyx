@@ -142,10 +142,37 @@ cdef bint is_local_peer(dict extra):
     return address.is_loopback or peer[0] == local[0]
 
 
-cdef ZeroCopyPolicy new_policy(RingLoop loop):
+# Settings made with set_zerocopy() on plain sockets, before a transport
+# exists (create_connection(sock=...), create_server(sock=...)).
+_socket_settings = weakref.WeakKeyDictionary()
+
+
+def set_zerocopy(sock, *, mode=None, threshold=None):
+    """Zero-copy settings for a socket that will be handed to the loop
+    (create_connection/create_server/create_datagram_endpoint with sock=);
+    transports made from it -- and, for a listening socket, the connections
+    it accepts -- start with them.  mode is ZC_AUTO, ZC_ALWAYS or ZC_NEVER,
+    threshold a byte count; None keeps the loop-wide default.  Raises
+    ValueError for other values.  On a live transport use its socket's
+    setsockopt(SOL_URINGLOOP, ...) instead."""
+    if mode is not None and mode not in _MODE_NAMES:
+        raise ValueError(f'mode must be ZC_AUTO, ZC_ALWAYS or ZC_NEVER, not {mode!r}')
+    if threshold is not None and (not isinstance(threshold, int) or not 0 <= threshold <= 1 << 40):
+        raise ValueError(f'threshold out of range: {threshold!r}')
+    _socket_settings[sock] = (mode, threshold)
+
+
+cdef ZeroCopyPolicy new_policy(RingLoop loop, object sock=None, object listener=None):
     cdef ZeroCopyPolicy p = ZeroCopyPolicy.__new__(ZeroCopyPolicy)
     p.mode = _default_mode()
     p.threshold = _default_threshold()
+    for owner in (listener, sock):
+        if owner is not None and owner in _socket_settings:
+            mode, threshold = _socket_settings[owner]
+            if mode is not None:
+                p.mode = mode
+            if threshold is not None:
+                p.threshold = threshold
     p.report_usage = True
     if not loop.ops_supported[47]:          # IORING_OP_SEND_ZC
         p.off_reason = 'the kernel has no IORING_OP_SEND_ZC'
