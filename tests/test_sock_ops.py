@@ -382,3 +382,25 @@ def test_close_with_operations_in_flight(uloop):
     buf.extend(b"free")     # the kernel let go of it
     a.close()
     b.close()
+
+
+def test_cancelled_recvfrom_keeps_the_datagram(uloop):
+    async def main():
+        a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with a, b:
+            a.bind(("127.0.0.1", 0))
+            b.bind(("127.0.0.1", 0))
+            nonblocking(a, b)
+            for i in range(30):
+                task = asyncio.ensure_future(uloop.sock_recvfrom(b, 100))
+                await asyncio.sleep(0)
+                a.sendto(b"dgram %d" % i, b.getsockname())
+                task.cancel()
+                try:
+                    got = await task
+                except asyncio.CancelledError:
+                    got = await uloop.sock_recvfrom(b, 100)
+                assert got == (b"dgram %d" % i, a.getsockname())
+
+    uloop.run_until_complete(asyncio.wait_for(main(), 30))

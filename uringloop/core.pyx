@@ -748,6 +748,10 @@ cdef class RingLoop:
         bufsize = PyNumber_Index(bufsize)
         if bufsize < 0:
             raise ValueError("negative buffersize in recvfrom")
+        if self.recv_leftover:
+            kept = take_leftover_datagram(self, sock.fileno(), sock)
+            if kept is not None:
+                return (kept[0][:bufsize], kept[1])   # truncated as recvfrom does
         op = RecvMsgOp.__new__(RecvMsgOp)
         op.data = PyBytes_FromStringAndSize(NULL, bufsize)
         op.size = bufsize
@@ -767,6 +771,13 @@ cdef class RingLoop:
             op.release_buffer()
             raise ValueError("nbytes is greater than the length of the buffer")
         op.size = nbytes or op.view.len
+        if self.recv_leftover:
+            kept = take_leftover_datagram(self, sock.fileno(), sock)
+            if kept is not None:
+                n = min(len(kept[0]), op.size)
+                memcpy(op.view.buf, <char *>kept[0], n)
+                op.release_buffer()
+                return (n, kept[1])
         return await start(self, op, sock, sock.fileno())
 
     async def sock_sendall(self, sock, data):

@@ -84,6 +84,7 @@ cdef class LeftOver:
     cdef object sock_ref
     cdef bytearray data
     cdef list conns
+    cdef list datagrams              # (bytes, address)
 
 
 cdef LeftOver leftover_for(RingLoop loop, int fd, object sock):
@@ -95,8 +96,20 @@ cdef LeftOver leftover_for(RingLoop loop, int fd, object sock):
         lo.sock_ref = __import__('weakref').ref(sock)
         lo.data = bytearray()
         lo.conns = []
+        lo.datagrams = []
         loop.recv_leftover[fd] = lo
     return lo
+
+
+cdef object take_leftover_datagram(RingLoop loop, int fd, object sock):
+    """(data, address) of a datagram kept from a cancelled receive, or None."""
+    cdef LeftOver lo = loop.recv_leftover.get(fd)
+    if lo is None or lo.sock_ref() is not sock or not lo.datagrams:
+        return None
+    item = lo.datagrams.pop(0)
+    if not lo.data and not lo.conns and not lo.datagrams:
+        del loop.recv_leftover[fd]
+    return item
 
 
 cdef object take_leftover_data(RingLoop loop, int fd, object sock, Py_ssize_t n):
@@ -105,7 +118,7 @@ cdef object take_leftover_data(RingLoop loop, int fd, object sock, Py_ssize_t n)
         return None
     data = bytes(lo.data[:n])
     del lo.data[:n]
-    if not lo.data and not lo.conns:
+    if not lo.data and not lo.conns and not lo.datagrams:
         del loop.recv_leftover[fd]
     return data
 
@@ -311,11 +324,20 @@ cdef class RecvMsgOp(SocketOperation):
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         if self.should_retry(res):
             return self.retry()
+        if res >= 0 and self.waiter_gone():
+            # the waiter was cancelled as the datagram arrived: keep it for
+            # the next sock_recvfrom*() on this socket
+            if self.data is not None:
+                data = self.data[:res]
+            else:
+                data = PyBytes_FromStringAndSize(<char *>self.view.buf, res)
+            leftover_for(self.loop, self.fd, self.sock).datagrams.append(
+                (data, sockaddr_to_py(&self.addr, self.msg.msg_namelen)))
         self.release_buffer()
         if res < 0:
             return self.fail(res)
         if self.waiter_gone():
-            return 0     # a datagram for a cancelled waiter is dropped
+            return 0
         address = sockaddr_to_py(&self.addr, self.msg.msg_namelen)
         if self.data is not None:
             data = self.data if res == self.size else self.data[:res]
