@@ -1,0 +1,36 @@
+"""Every benchmark in one command: echo (with its plot), aiohttp under wrk,
+zero-copy.  Results and tables go to bench/results/.  About 12 minutes.
+
+    python3 bench/run_all.py [--quick]
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(script, *args):
+    print(f"== {script} {' '.join(args)}", flush=True)
+    return subprocess.run([sys.executable, os.path.join(HERE, script), *args]).returncode
+
+
+def main():
+    quick = "--quick" in sys.argv[1:]
+    failed = 0
+    failed |= run("run_echo.py", *(["--quick"] if quick else []))
+    failed |= run("plot.py")
+    if shutil.which("wrk"):
+        failed |= run("run_http.py", *(["--rounds", "1", "--seconds", "3"] if quick else []))
+    else:
+        print("== run_http.py skipped: wrk not installed (apt-get install wrk)")
+    if os.geteuid() == 0:
+        failed |= run("run_zerocopy.py", *(["--rounds", "1", "--seconds", "1"] if quick else []))
+    else:
+        print("== run_zerocopy.py skipped: its sink namespaces need root")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
