@@ -974,6 +974,12 @@ cdef class ChildWatch(Operation):
             close(self.pidfd)
 
 
+def _reject_ssl_only(**arguments):
+    for name, value in arguments.items():
+        if value is not None:
+            raise ValueError(f'{name} is only meaningful with ssl')
+
+
 def _check_unix_stream_socket(sock):
     if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
         raise ValueError(f'A UNIX Domain Stream Socket was expected, got {sock!r}')
@@ -1163,11 +1169,9 @@ class Loop(RingLoop, base_events.BaseEventLoop):
             if server_hostname is None:
                 raise ValueError('you have to pass server_hostname when using ssl')
         else:
-            for name, value in (('server_hostname', server_hostname),
-                                ('ssl_handshake_timeout', ssl_handshake_timeout),
-                                ('ssl_shutdown_timeout', ssl_shutdown_timeout)):
-                if value is not None:
-                    raise ValueError(f'{name} is only meaningful with ssl')
+            _reject_ssl_only(server_hostname=server_hostname,
+                             ssl_handshake_timeout=ssl_handshake_timeout,
+                             ssl_shutdown_timeout=ssl_shutdown_timeout)
         if path is not None:
             if sock is not None:
                 raise ValueError('path and sock can not be specified at the same time')
@@ -1199,10 +1203,8 @@ class Loop(RingLoop, base_events.BaseEventLoop):
         if isinstance(ssl, bool):
             raise TypeError('ssl argument must be an SSLContext or None')
         if not ssl:
-            for name, value in (('ssl_handshake_timeout', ssl_handshake_timeout),
-                                ('ssl_shutdown_timeout', ssl_shutdown_timeout)):
-                if value is not None:
-                    raise ValueError(f'{name} is only meaningful with ssl')
+            _reject_ssl_only(ssl_handshake_timeout=ssl_handshake_timeout,
+                             ssl_shutdown_timeout=ssl_shutdown_timeout)
         if path is not None:
             if sock is not None:
                 raise ValueError('path and sock can not be specified at the same time')
