@@ -311,45 +311,6 @@ uringloop.run(main(), strict=True)
 """
 
 
-@pytest.fixture
-def udp_sink_namespaces():
-    """Two network namespaces joined by veth (MTU 65535); the sink drops UDP
-    in its nftables input hook, before any socket: the one path on this
-    machine where the kernel really sends without copying."""
-    if os.geteuid() != 0:
-        pytest.skip("network namespaces need root")
-    for tool in ("ip", "nft"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not installed (iproute2 / nftables)")
-    src, sink = f"ulzc_src_{os.getpid()}", f"ulzc_sink_{os.getpid()}"
-
-    def sh(*cmd):
-        subprocess.run(cmd, check=True, capture_output=True)
-
-    try:
-        sh("ip", "netns", "add", src)
-        sh("ip", "netns", "add", sink)
-        sh("ip", "link", "add", "ulzc0", "netns", src, "type", "veth",
-           "peer", "name", "ulzc1", "netns", sink)
-        sh("ip", "-n", src, "addr", "add", "198.18.0.1/30", "dev", "ulzc0")
-        sh("ip", "-n", sink, "addr", "add", "198.18.0.2/30", "dev", "ulzc1")
-        for ns, dev in ((src, "ulzc0"), (sink, "ulzc1")):
-            sh("ip", "-n", ns, "link", "set", dev, "mtu", "65535", "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "netns", "exec", sink, "nft", "add", "table", "inet", "ulzc")
-        sh("ip", "netns", "exec", sink, "nft", "add", "chain", "inet", "ulzc", "input",
-           "{ type filter hook input priority 0; }")
-        sh("ip", "netns", "exec", sink, "nft", "add", "rule", "inet", "ulzc", "input",
-           "meta", "l4proto", "udp", "drop")
-    except subprocess.CalledProcessError as exc:
-        subprocess.run(["ip", "netns", "del", src], capture_output=True)
-        subprocess.run(["ip", "netns", "del", sink], capture_output=True)
-        pytest.skip(f"cannot build the namespaces: {exc.stderr!r}")
-    yield src
-    subprocess.run(["ip", "netns", "del", src], capture_output=True)
-    subprocess.run(["ip", "netns", "del", sink], capture_output=True)
-
-
 @pytest.mark.parametrize("mode", ["ZC_ALWAYS", "ZC_AUTO"])
 def test_udp_into_a_dropping_sink_is_really_zero_copy(udp_sink_namespaces, mode):
     out = subprocess.run(["ip", "netns", "exec", udp_sink_namespaces, sys.executable,

@@ -14,14 +14,14 @@ import asyncio as _asyncio
 import os as _os
 import warnings as _warnings
 
-from .core import Loop, RingUnavailableError, features
+from .core import Loop, RegisteredBuffer, RingUnavailableError, features
 from .core import (SOL_URINGLOOP, SO_ZEROCOPY, ZC_ALWAYS, ZC_AUTO, ZC_MODE,
                    ZC_NEVER, ZC_THRESHOLD, ZeroCopyResult, set_zerocopy)
 
 __all__ = ("run", "new_event_loop", "install", "EventLoopPolicy", "Loop",
            "RingUnavailableError", "features", "SOL_URINGLOOP", "SO_ZEROCOPY",
            "ZC_MODE", "ZC_THRESHOLD", "ZC_AUTO", "ZC_ALWAYS", "ZC_NEVER",
-           "ZeroCopyResult", "set_zerocopy")
+           "ZeroCopyResult", "set_zerocopy", "RegisteredBuffer")
 __version__ = "0.1.0.dev0"
 
 _fallback_warned = False

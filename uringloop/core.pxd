@@ -50,6 +50,7 @@ cdef class RingLoop:
     cdef ul_buf_ring recv_buffers # provided buffers for multishot receives
     cdef bint recv_buffers_ready
     cdef public object _transports   # fd -> transport (weak values)
+    cdef BufferPool buffer_pool   # registered buffers, made on first use
 
     cdef io_uring_sqe *sqe_for(self, Operation op) except NULL
     cdef int submit_pending(self) except -1
@@ -67,6 +68,7 @@ cdef class RingLoop:
     cdef int ensure_recv_buffers(self) except -1
 
 
+include "buffer_pool.pxd"
 include "transports/base.pxd"
 include "transports/zerocopy.pxd"
 include "transports/stream.pxd"

@@ -40,7 +40,8 @@ on its data structures (_ready, _scheduled), so behaviour matches the stdlib.
 cimport cython
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, Py_buffer,
-                             PyBUF_SIMPLE, PyBUF_WRITABLE)
+                             PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_FORMAT, PyBUF_ND,
+                             PyBUF_STRIDES)
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.number cimport PyNumber_Index
@@ -191,6 +192,7 @@ cdef inline double monotonic() noexcept nogil:
 include "operation.pyx"
 include "sockops.pyx"
 include "fdwatch.pyx"
+include "buffer_pool.pyx"
 include "transports/base.pyx"
 include "transports/zerocopy.pyx"
 include "transports/stream.pyx"
@@ -524,6 +526,24 @@ cdef class RingLoop:
                                 f"{os.strerror(-ret)}")
         self.recv_buffers_ready = True
         return 0
+
+    def zerocopy_buffer(self, size):
+        """Memory of `size` bytes from the loop's registered-buffer pool,
+        for transport.write_zerocopy() / sendto_zerocopy(): a zero-copy send
+        from it pins no pages (IORING_RECVSEND_FIXED_BUF).  Returns a
+        RegisteredBuffer; its .registered is False when the kernel refused
+        the registration (RLIMIT_MEMLOCK, see stats()['buffer_pool']), and
+        it then works as ordinary memory.  Raises ValueError for a size
+        outside 1 byte..1 GiB, TypeError for a non-integer, RuntimeError
+        on a closed loop."""
+        size = PyNumber_Index(size)
+        if not 0 < size <= MAX_BUFFER:
+            raise ValueError(f'size must be between 1 and {MAX_BUFFER} bytes, not {size}')
+        if not self.ring_open:
+            raise RuntimeError('Event loop is closed')
+        if self.buffer_pool is None:
+            self.buffer_pool = BufferPool.__new__(BufferPool)
+        return self.buffer_pool.allocate(&self.ring, <size_t>size)
 
     # ---- transports --------------------------------------------------
 
@@ -873,6 +893,8 @@ cdef class RingLoop:
             'sq_entries': self.ring.sq_entries,
             'cq_entries': self.ring.cq_entries,
             'setup_flags': self.ring.setup_flags,
+            'buffer_pool': (self.buffer_pool.stats() if self.buffer_pool is not None
+                            else None),
         }
 
     def _check_owner_process(self):
@@ -927,6 +949,8 @@ cdef class RingLoop:
                                'flight at close; their buffers are kept',
                                self.ops_in_flight)
         finally:
+            if self.buffer_pool is not None:
+                self.buffer_pool.close()
             if self.recv_buffers_ready and not self.ops_in_flight:
                 ul_buf_ring_free(&self.ring, &self.recv_buffers)
                 self.recv_buffers_ready = False

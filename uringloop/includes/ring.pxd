@@ -80,6 +80,8 @@ cdef extern from "ring/ring.h" nogil:
     int ul_ring_enable(ul_ring *r)
     int ul_ring_probe(ul_ring *r, unsigned char *supported)
     int ul_ring_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns)
+    int ul_ring_register_buffer_table(ul_ring *r, unsigned nr)
+    int ul_ring_update_buffer(ul_ring *r, unsigned slot, void *addr, size_t len)
 
     unsigned ul_sq_pending(ul_ring *r)
     unsigned ul_sq_space(ul_ring *r)
@@ -97,6 +99,9 @@ cdef extern from "ring/ring.h" nogil:
     void ul_prep_recv_multishot(io_uring_sqe *sqe, int fd, unsigned short buf_group, int flags)
     void ul_prep_send(io_uring_sqe *sqe, int fd, const void *buf, size_t len, int flags)
     void ul_prep_send_zc(io_uring_sqe *sqe, int fd, const void *buf, size_t len, int flags, unsigned zc_flags)
+    void ul_prep_send_zc_fixed(io_uring_sqe *sqe, int fd, const void *buf, size_t len,
+                               int flags, unsigned zc_flags, unsigned index)
+    void ul_prep_send_set_addr(io_uring_sqe *sqe, const sockaddr *addr, socklen_t len)
     void ul_prep_recvmsg(io_uring_sqe *sqe, int fd, msghdr *msg, int flags)
     void ul_prep_sendmsg(io_uring_sqe *sqe, int fd, const msghdr *msg, int flags)
     void ul_prep_sendmsg_zc(io_uring_sqe *sqe, int fd, const msghdr *msg, int flags,

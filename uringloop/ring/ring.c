@@ -46,6 +46,28 @@ int ul_ring_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args)
     return ret < 0 ? -errno : (int)ret;
 }
 
+int ul_ring_register_buffer_table(ul_ring *r, unsigned nr)
+{
+    struct io_uring_rsrc_register reg;
+    memset(&reg, 0, sizeof(reg));
+    reg.nr = nr;
+    reg.flags = IORING_RSRC_REGISTER_SPARSE;
+    return ul_ring_register(r, IORING_REGISTER_BUFFERS2, &reg, sizeof(reg));
+}
+
+int ul_ring_update_buffer(ul_ring *r, unsigned slot, void *addr, size_t len)
+{
+    struct iovec iov = { .iov_base = addr, .iov_len = addr ? len : 0 };
+    struct io_uring_rsrc_update2 up;
+    int ret;
+    memset(&up, 0, sizeof(up));
+    up.offset = slot;
+    up.data = (uint64_t)(uintptr_t)&iov;
+    up.nr = 1;
+    ret = ul_ring_register(r, IORING_REGISTER_BUFFERS_UPDATE, &up, sizeof(up));
+    return ret < 0 ? ret : 0;
+}
+
 /* The optional setup flags are tried in groups, newest kernel first: a kernel
  * that does not know a flag answers -EINVAL, and we retry without that
  * group.  Any other error (EPERM from seccomp or io_uring_disabled, ENOSYS,

@@ -77,6 +77,11 @@ int ul_ring_probe(ul_ring *r, unsigned char *supported);
 int ul_ring_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns);
 
 int ul_ring_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args);
+/* Registered buffers: a sparse table of `nr` slots (5.19), then one region
+ * put into (or, with addr NULL, taken out of) a slot (5.13).  Both return 0
+ * or -errno: -ENOMEM when the pinned pages would pass RLIMIT_MEMLOCK. */
+int ul_ring_register_buffer_table(ul_ring *r, unsigned nr);
+int ul_ring_update_buffer(ul_ring *r, unsigned slot, void *addr, size_t len);
 
 static inline unsigned ul_sq_pending(ul_ring *r)
 {
@@ -188,6 +193,25 @@ static inline void ul_prep_send_zc(struct io_uring_sqe *sqe, int fd, const void 
     ul_prep_rw(sqe, IORING_OP_SEND_ZC, fd, buf, (unsigned)len, 0);
     sqe->msg_flags = (uint32_t)flags;
     sqe->ioprio = (uint16_t)zc_flags;
+}
+
+/* SEND_ZC from a buffer registered with ul_ring_update_buffer(): the pages
+ * were pinned once at registration, so this send pins (and charges to
+ * RLIMIT_MEMLOCK) nothing.  buf must lie inside registered buffer `index`. */
+static inline void ul_prep_send_zc_fixed(struct io_uring_sqe *sqe, int fd,
+                                         const void *buf, size_t len, int flags,
+                                         unsigned zc_flags, unsigned index)
+{
+    ul_prep_send_zc(sqe, fd, buf, len, flags, zc_flags | IORING_RECVSEND_FIXED_BUF);
+    sqe->buf_index = (uint16_t)index;
+}
+
+/* The destination of an unconnected datagram socket's SEND/SEND_ZC (6.0). */
+static inline void ul_prep_send_set_addr(struct io_uring_sqe *sqe,
+                                         const struct sockaddr *addr, socklen_t len)
+{
+    sqe->addr2 = (uint64_t)(uintptr_t)addr;
+    sqe->addr_len = (uint16_t)len;
 }
 
 static inline void ul_prep_recvmsg(struct io_uring_sqe *sqe, int fd,

@@ -6,7 +6,7 @@ cdef class DatagramTransport(BaseTransport):
     cdef bint recv_armed
     cdef DatagramSend send_op
     cdef bint send_armed
-    cdef object write_queue          # deque of (bytes, address)
+    cdef object write_queue          # deque of (bytes or ZeroCopyBuffer, address)
     cdef ZeroCopyPolicy zc
 
     cdef int start_reading(self) except -1
@@ -15,6 +15,9 @@ cdef class DatagramTransport(BaseTransport):
                             bint final) except -1
     cdef int submit_send(self) except -1
     cdef int send_completed(self, int32_t res) except -1
+    cdef int drop_queue(self, object exc) except -1
+    cdef datagram_failed(self, object exc)
+    cdef int send_next(self) except -1
 
 
 cdef class DatagramRecv(Operation):
@@ -26,7 +29,8 @@ cdef class DatagramRecv(Operation):
 
 cdef class DatagramSend(Operation):
     cdef DatagramTransport transport
-    cdef bytes data                  # held until the last CQE (F_NOTIF for ZC)
+    cdef object data                 # bytes or ZeroCopyBuffer, held until the
+                                     # last CQE (F_NOTIF for ZC)
     cdef msghdr msg
     cdef iovec iov
     cdef sockaddr_storage addr

@@ -55,13 +55,25 @@ cdef class DatagramSend(Operation):
         if not self.zerocopy:
             self.data = None
             return tr.send_completed(res)
+        chunk = self.data
         if flags & IORING_CQE_F_NOTIF:
             tr.zc.note_notification(res)
             self.data = None
+            if type(chunk) is ZeroCopyBuffer:
+                (<ZeroCopyBuffer>chunk).zc_inflight -= 1
+                if <uint32_t>res & IORING_NOTIF_USAGE_ZC_COPIED:
+                    (<ZeroCopyBuffer>chunk).any_copied = True
+                else:
+                    (<ZeroCopyBuffer>chunk).any_zerocopy = True
+                (<ZeroCopyBuffer>chunk).finish_if_released()
             return 0
         if not (flags & IORING_CQE_F_MORE):
+            # failed before the data was taken: no notification follows
             tr.zc.notifs_pending -= 1
             self.data = None
+            if type(chunk) is ZeroCopyBuffer:
+                (<ZeroCopyBuffer>chunk).zc_inflight -= 1
+                (<ZeroCopyBuffer>chunk).finish_if_released()
         return tr.zc_send_completed(res)
 
     cdef int release(self) except -1:
@@ -130,15 +142,48 @@ cdef class DatagramTransport(BaseTransport):
         self.write_queue.append((bytes(data), addr))
         self.write_buffer_size += len(data)
         if not self.send_armed:
-            self.submit_send()
+            self.send_next()
         self.maybe_pause_protocol()
+
+    def sendto_zerocopy(self, buf, addr=None):
+        """Queue one datagram sent straight from buf (any C-contiguous
+        buffer, best a RegisteredBuffer from loop.zerocopy_buffer(), whose
+        sends pin no pages), in order with sendto().
+
+        Returns a Future that resolves, once the kernel has let go of buf,
+        to ZeroCopyResult(nbytes, zerocopy); buf stays exported until then.
+        A send error goes to protocol.error_received() and to the future.
+        Raises ValueError for a non-contiguous buffer or an address on a
+        connected transport, TypeError for a non-buffer."""
+        cdef ZeroCopyBuffer zb
+        if self.address is not None:
+            if addr not in (None, self.address):
+                raise ValueError(f'Invalid address: must be None or {self.address}')
+            addr = None
+        zb = new_zerocopy_buffer(self.loop, buf)
+        fut = zb.future
+        if zb.view.len == 0 or self.conn_lost:
+            if self.conn_lost:
+                zb.fail(ConnectionError('the transport is closed'))
+            else:
+                zb.sent = True
+                zb.finish_if_released()
+            return fut
+        self.write_queue.append((zb, addr))
+        self.write_buffer_size += zb.view.len
+        if not self.send_armed:
+            self.send_next()
+        self.maybe_pause_protocol()
+        return fut
 
     cdef int submit_send(self) except -1:
         cdef DatagramSend op = self.send_op
         cdef io_uring_sqe *sqe
         cdef socklen_t addrlen = 0
         data, addr = self.write_queue[0]
-        cdef bint zerocopy = self.zc.wants(data, len(<bytes>data))
+        cdef Py_ssize_t length = chunk_len(data)
+        cdef bint zerocopy = self.zc.wants(data, length)
+        cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0
         if zerocopy:
             op = DatagramSend.__new__(DatagramSend)
             op.loop = self.loop
@@ -153,8 +198,8 @@ cdef class DatagramTransport(BaseTransport):
                                           self.sock.type, self.sock.proto)
                 addrlen = sockaddr_from_py(self.sock.family, info[0][4], &op.addr)
         op.data = data
-        op.iov.iov_base = PyBytes_AS_STRING(<bytes>data)
-        op.iov.iov_len = len(<bytes>data)
+        op.iov.iov_base = chunk_ptr(data)
+        op.iov.iov_len = length
         op.msg.msg_name = &op.addr if addrlen else NULL
         op.msg.msg_namelen = addrlen
         op.msg.msg_iov = &op.iov
@@ -163,12 +208,21 @@ cdef class DatagramTransport(BaseTransport):
         op.msg.msg_controllen = 0
         op.msg.msg_flags = 0
         sqe = self.loop.sqe_for(op)
-        if zerocopy:
-            ul_prep_sendmsg_zc(sqe, self.fd, &op.msg, MSG_NOSIGNAL,
-                               IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0)
-            self.zc.notifs_pending += 1
+        if zerocopy and type(data) is ZeroCopyBuffer and (<ZeroCopyBuffer>data).buf_index >= 0:
+            # from a registered buffer: SEND_ZC with the address, no pinning
+            ul_prep_send_zc_fixed(sqe, self.fd, op.iov.iov_base, length, MSG_NOSIGNAL,
+                                  zc_flags, (<ZeroCopyBuffer>data).buf_index)
+            if addrlen:
+                ul_prep_send_set_addr(sqe, <sockaddr *>&op.addr, addrlen)
+            self.zc.fixed_sends += 1
+        elif zerocopy:
+            ul_prep_sendmsg_zc(sqe, self.fd, &op.msg, MSG_NOSIGNAL, zc_flags)
         else:
             ul_prep_sendmsg(sqe, self.fd, &op.msg, MSG_NOSIGNAL)
+        if zerocopy:
+            self.zc.notifs_pending += 1
+            if type(data) is ZeroCopyBuffer:
+                (<ZeroCopyBuffer>data).zc_inflight += 1
         self.send_armed = True
         self.op_started()
         return 0
@@ -202,25 +256,49 @@ cdef class DatagramTransport(BaseTransport):
             return self.submit_send()
         if res == -ECANCELED and self.conn_lost:
             return 0
-        data, _ = self.write_queue.popleft()
-        self.write_buffer_size -= len(data)
         if res < 0:
-            self.protocol.error_received(convert_error(res))
+            self.datagram_failed(convert_error(res))
         else:
+            data, _ = self.write_queue.popleft()
+            self.write_buffer_size -= chunk_len(data)
             self.zc.plain_sends += 1
             self.zc.plain_bytes += res
-        while self.write_queue:
-            try:
-                self.submit_send()
-                break
-            except OSError as exc:     # e.g. an address that does not resolve
-                data, _ = self.write_queue.popleft()
-                self.write_buffer_size -= len(data)
-                self.protocol.error_received(exc)
+            if type(data) is ZeroCopyBuffer:
+                (<ZeroCopyBuffer>data).sent = True
+                (<ZeroCopyBuffer>data).finish_if_released()
+        self.send_next()
         self.maybe_resume_protocol()
         if not self.write_queue and self.closing and not self.conn_lost:
             self.conn_lost += 1
             self.loop.call_soon(self._call_connection_lost, None)
+        return 0
+
+    cdef int send_next(self) except -1:
+        """Submit the head datagram; one that cannot even be submitted (an
+        address that does not resolve) goes to error_received, as
+        socket.sendto()'s error does on the selector loop."""
+        while self.write_queue:
+            try:
+                return self.submit_send()
+            except OSError as exc:
+                self.datagram_failed(exc)
+        return 0
+
+    cdef datagram_failed(self, object exc):
+        """The head datagram could not be sent: the protocol hears of it,
+        as from the selector loop, and so does a zero-copy send's future."""
+        data, _ = self.write_queue.popleft()
+        self.write_buffer_size -= chunk_len(data)
+        if type(data) is ZeroCopyBuffer:
+            (<ZeroCopyBuffer>data).fail(exc)
+        self.protocol.error_received(exc)
+
+    cdef int drop_queue(self, object exc) except -1:
+        for data, _ in self.write_queue:
+            if type(data) is ZeroCopyBuffer:
+                (<ZeroCopyBuffer>data).fail(exc)
+        self.write_queue.clear()
+        self.write_buffer_size = 0
         return 0
 
     def close(self):
@@ -235,8 +313,7 @@ cdef class DatagramTransport(BaseTransport):
             self.loop.call_soon(self._call_connection_lost, None)
 
     cdef int stop_io(self) except -1:
-        self.write_queue.clear()
-        self.write_buffer_size = 0
+        self.drop_queue(ConnectionAbortedError('the transport was aborted'))
         if self.send_armed:
             # the send in flight may be a SENDMSG_ZC object of its own:
             # cancel everything on the fd (the receive goes too)

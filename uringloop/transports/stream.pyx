@@ -351,13 +351,21 @@ cdef class StreamTransport(BaseTransport):
         kernel's notification."""
         cdef ZcSend op = ZcSend.__new__(ZcSend)
         cdef io_uring_sqe *sqe
+        cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0
         op.loop = self.loop
         op.transport = self
         op.chunk = head
         sqe = self.loop.sqe_for(op)
-        ul_prep_send_zc(sqe, self.fd, chunk_ptr(head) + self.head_offset,
-                        <size_t>(chunk_len(head) - self.head_offset), MSG_NOSIGNAL,
-                        IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0)
+        if type(head) is ZeroCopyBuffer and (<ZeroCopyBuffer>head).buf_index >= 0:
+            # from a registered buffer: no pages pinned for this send
+            ul_prep_send_zc_fixed(sqe, self.fd, chunk_ptr(head) + self.head_offset,
+                                  <size_t>(chunk_len(head) - self.head_offset), MSG_NOSIGNAL,
+                                  zc_flags, (<ZeroCopyBuffer>head).buf_index)
+            self.zc.fixed_sends += 1
+        else:
+            ul_prep_send_zc(sqe, self.fd, chunk_ptr(head) + self.head_offset,
+                            <size_t>(chunk_len(head) - self.head_offset), MSG_NOSIGNAL,
+                            zc_flags)
         if type(head) is ZeroCopyBuffer:
             (<ZeroCopyBuffer>head).zc_inflight += 1
         self.zc.notifs_pending += 1
@@ -424,7 +432,8 @@ cdef class StreamTransport(BaseTransport):
 
     def write_zerocopy(self, buf):
         """Send buf (any C-contiguous buffer: bytes, bytearray, memoryview,
-        mmap) without copying it, in order with write().
+        mmap, or a RegisteredBuffer from loop.zerocopy_buffer(), whose sends
+        pin no pages) without copying it, in order with write().
 
         Returns a Future that resolves, once the kernel has let go of buf,
         to ZeroCopyResult(nbytes, zerocopy) -- zerocopy False when the kernel
@@ -438,13 +447,8 @@ cdef class StreamTransport(BaseTransport):
             raise RuntimeError('Cannot call write_zerocopy() after write_eof()')
         if self.empty_waiter is not None:
             raise RuntimeError('unable to write; sendfile is in progress')
-        zb = ZeroCopyBuffer.__new__(ZeroCopyBuffer)
-        try:
-            PyObject_GetBuffer(buf, &zb.view, PyBUF_SIMPLE)
-        except BufferError as exc:
-            raise ValueError(f'write_zerocopy needs a C-contiguous buffer: {exc}') from None
-        zb.has_view = True
-        fut = zb.future = self.loop.create_future()
+        zb = new_zerocopy_buffer(self.loop, buf)
+        fut = zb.future
         if zb.view.len == 0 or self.conn_lost:
             zb.sent = True
             if self.conn_lost:

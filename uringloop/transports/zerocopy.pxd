@@ -8,6 +8,7 @@ cdef class ZeroCopyPolicy:
     cdef bint skip_next              # send the head chunk with a copy once
     cdef Py_ssize_t zc_sends, zc_bytes, copied_reports, clean_reports
     cdef Py_ssize_t notifs_pending, plain_sends, plain_bytes
+    cdef Py_ssize_t fixed_sends      # zero-copy sends from registered buffers
 
     cdef bint wants(self, object chunk, Py_ssize_t size)
     cdef bint absorb_error(self, int32_t res)
@@ -24,6 +25,7 @@ cdef class ZeroCopyBuffer:
     cdef bint any_copied
     cdef bint any_zerocopy
     cdef object error                # set when dropped before it was sent
+    cdef int buf_index               # registered-buffer slot holding it, or -1
 
     cdef int finish_if_released(self) except -1
     cdef int fail(self, object exc) except -1

@@ -112,6 +112,7 @@ cdef class ZeroCopyPolicy:
             'active': self.off_reason is None and self.mode != ZC_NEVER,
             'zerocopy_sends': self.zc_sends,
             'zerocopy_bytes': self.zc_bytes,
+            'registered_buffer_sends': self.fixed_sends,
             'copied_reports': self.copied_reports,
             'zerocopy_reports': self.clean_reports,
             'notifications_pending': self.notifs_pending,
@@ -177,6 +178,22 @@ cdef ZeroCopyPolicy new_policy(RingLoop loop, object sock=None, object listener=
     if not loop.ops_supported[47]:          # IORING_OP_SEND_ZC
         p.off_reason = 'the kernel has no IORING_OP_SEND_ZC'
     return p
+
+
+cdef ZeroCopyBuffer new_zerocopy_buffer(RingLoop loop, object buf):
+    """Export buf for a zero-copy send (ValueError when it is not
+    C-contiguous) and note whether it lies in a registered buffer."""
+    cdef ZeroCopyBuffer zb = ZeroCopyBuffer.__new__(ZeroCopyBuffer)
+    try:
+        PyObject_GetBuffer(buf, &zb.view, PyBUF_SIMPLE)
+    except BufferError as exc:
+        raise ValueError(f'a zero-copy send needs a C-contiguous buffer: {exc}') from None
+    zb.has_view = True
+    zb.buf_index = -1
+    if loop.buffer_pool is not None:
+        zb.buf_index = loop.buffer_pool.index_of(<char *>zb.view.buf, zb.view.len)
+    zb.future = loop.create_future()
+    return zb
 
 
 cdef class ZeroCopyBuffer:

@@ -1,0 +1,251 @@
+"""Registered buffers: loop.zerocopy_buffer(), the pool's bookkeeping, sends
+with IORING_RECVSEND_FIXED_BUF over TCP and UDP, and the fall-back when the
+kernel refuses the registration (RLIMIT_MEMLOCK)."""
+import asyncio
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import uringloop
+
+pytestmark = pytest.mark.skipif(
+    not uringloop.features()["opcodes"].get("SEND_ZC"),
+    reason="kernel lacks IORING_OP_SEND_ZC")
+
+
+def run(coro, timeout=60):
+    return uringloop.run(asyncio.wait_for(coro, timeout))
+
+
+def address(buf):
+    return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
+
+
+def test_pool_reuses_and_merges_returned_pages(uloop):
+    a = uloop.zerocopy_buffer(4096)
+    b = uloop.zerocopy_buffer(100)          # rounded up to one page
+    c = uloop.zerocopy_buffer(4096)
+    assert a.registered and b.registered and c.registered
+    assert len(b) == 100
+    assert address(b) == address(a) + 4096 and address(c) == address(a) + 8192
+    stats = uloop.stats()["buffer_pool"]
+    assert stats["buffers"] == 3 and stats["regions"] == 1
+    assert stats["registered_bytes"] >= 3 * 4096 and stats["unregistered_reason"] is None
+    start = address(a)
+    a.release()
+    b.release()
+    merged = uloop.zerocopy_buffer(8192)    # fits where a and b were, joined
+    assert address(merged) == start
+    big = uloop.zerocopy_buffer(9 << 20)    # more than a region: a region of its own
+    assert big.registered and uloop.stats()["buffer_pool"]["regions"] == 2
+    for buf in (merged, big, c):
+        buf.release()
+    assert uloop.stats()["buffer_pool"]["buffers"] == 0
+
+
+def test_bad_input_and_views(uloop):
+    for size in (0, -1, (1 << 30) + 1):
+        with pytest.raises(ValueError):
+            uloop.zerocopy_buffer(size)
+    with pytest.raises(TypeError):
+        uloop.zerocopy_buffer("4096")
+    with pytest.raises(TypeError):
+        uringloop.RegisteredBuffer()
+    with uloop.zerocopy_buffer(10) as buf:
+        view = memoryview(buf)
+        view[:] = b"0123456789"
+        assert bytes(buf) == b"0123456789"
+        with pytest.raises(BufferError):
+            buf.release()               # a view still exists
+        view.release()
+    assert "released" in repr(buf)
+    with pytest.raises(ValueError):
+        memoryview(buf)                 # its pages went back to the pool
+    buf.release()                       # a second release is harmless
+    uloop.close()
+    with pytest.raises(RuntimeError):
+        uloop.zerocopy_buffer(10)
+
+
+def test_buffer_outlives_its_loop_as_plain_memory():
+    loop = uringloop.new_event_loop()
+    buf = loop.zerocopy_buffer(5000)
+    memoryview(buf)[:5] = b"hello"
+    loop.close()
+    assert not buf.registered           # the ring and its table are gone
+    assert bytes(buf)[:5] == b"hello"   # the memory is not
+
+    async def main():                   # and another loop can still send it
+        loop = asyncio.get_running_loop()
+        got = bytearray()
+        done = loop.create_future()
+
+        class Sink(asyncio.Protocol):
+            def data_received(self, data):
+                got.extend(data)
+
+            def connection_lost(self, exc):
+                done.set_result(None)
+
+        server = await loop.create_server(Sink, "127.0.0.1", 0)
+        tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
+        result = await tr.write_zerocopy(buf)
+        assert result.nbytes == 5000
+        tr.close()
+        await done
+        server.close()
+        assert bytes(got) == bytes(buf)
+    run(main())
+
+
+def test_tcp_sends_from_registered_memory_and_slices_are_byte_exact():
+    async def main():
+        loop = asyncio.get_running_loop()
+        got = bytearray()
+        done = loop.create_future()
+
+        class Sink(asyncio.Protocol):
+            def data_received(self, data):
+                got.extend(data)
+
+            def connection_lost(self, exc):
+                done.set_result(None)
+
+        server = await loop.create_server(Sink, "127.0.0.1", 0)
+        tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
+        tr.get_extra_info("socket").setsockopt(
+            uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+        buf = loop.zerocopy_buffer(256 * 1024)
+        payload = os.urandom(len(buf))
+        memoryview(buf)[:] = payload
+        tr.write(b"head")
+        futures = [tr.write_zerocopy(buf), tr.write_zerocopy(memoryview(buf)[1000:70000])]
+        tr.write(b"tail")
+        with pytest.raises(BufferError):
+            buf.release()               # the kernel may still read it
+        results = await asyncio.gather(*futures)
+        assert [r.nbytes for r in results] == [len(buf), 69000]
+        stats = tr.get_extra_info("zerocopy")
+        assert stats["registered_buffer_sends"] >= 2
+        assert stats["notifications_pending"] == 0
+        tr.close()
+        await done
+        server.close()
+        assert bytes(got) == b"head" + payload + payload[1000:70000] + b"tail"
+        buf.release()
+    run(main())
+
+
+def test_udp_sendto_zerocopy_to_addresses_and_errors():
+    async def main():
+        loop = asyncio.get_running_loop()
+        received = []
+        errors = []
+        arrived = asyncio.Event()
+
+        class Receiver(asyncio.DatagramProtocol):
+            def datagram_received(self, data, addr):
+                received.append(data)
+                if len(received) == 3:
+                    arrived.set()
+
+        class Sender(asyncio.DatagramProtocol):
+            def error_received(self, exc):
+                errors.append(exc)
+
+        rx, _ = await loop.create_datagram_endpoint(Receiver, local_addr=("127.0.0.1", 0))
+        tx, _ = await loop.create_datagram_endpoint(Sender, local_addr=("127.0.0.1", 0))
+        tx.get_extra_info("socket").setsockopt(
+            uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+        where = rx.get_extra_info("sockname")
+        buf = loop.zerocopy_buffer(3000)
+        memoryview(buf)[:] = bytes(range(250)) * 12
+        tx.sendto(b"plain", where)
+        first = tx.sendto_zerocopy(buf, where)
+        second = tx.sendto_zerocopy(memoryview(buf)[:10], where)
+        assert (await first).nbytes == 3000 and (await second).nbytes == 10
+        await asyncio.wait_for(arrived.wait(), 10)
+        assert received == [b"plain", bytes(buf), bytes(buf)[:10]]
+        assert tx.get_extra_info("zerocopy")["registered_buffer_sends"] == 2
+
+        bad = tx.sendto_zerocopy(buf, ("no-such-host.invalid", 9))
+        with pytest.raises(OSError):
+            await bad
+        assert errors and isinstance(errors[0], OSError)
+        with pytest.raises(ValueError):
+            tx.sendto_zerocopy(memoryview(bytes(100))[::2], where)
+        tx.close()
+        rx.close()
+        await asyncio.sleep(0)
+        closed = tx.sendto_zerocopy(buf, where)
+        with pytest.raises(ConnectionError):
+            await closed
+    run(main())
+
+
+SINK_CHILD = """
+import asyncio, sys, uringloop
+size, count = int(sys.argv[1]), int(sys.argv[2])
+async def main():
+    loop = asyncio.get_running_loop()
+    tr, _ = await loop.create_datagram_endpoint(
+        asyncio.DatagramProtocol, remote_addr=('198.18.0.2', 9999))
+    bufs = [loop.zerocopy_buffer(size) for _ in range(8)]
+    results = []
+    for i in range(count):
+        results.append(await tr.sendto_zerocopy(bufs[i % 8]))
+    s = tr.get_extra_info('zerocopy')
+    print(s['registered_buffer_sends'], s['zerocopy_reports'], s['copied_reports'],
+          all(r.zerocopy for r in results), bufs[0].registered)
+    tr.close()
+uringloop.run(main(), strict=True)
+"""
+
+
+def test_udp_from_registered_buffers_into_a_dropping_sink_is_zero_copy(udp_sink_namespaces):
+    out = subprocess.run(["ip", "netns", "exec", udp_sink_namespaces, sys.executable,
+                          "-c", SINK_CHILD, "60000", "200"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["200", "200", "0", "True", "True"]
+
+
+MEMLOCK_CHILD = """
+import asyncio, os, resource, uringloop
+resource.setrlimit(resource.RLIMIT_MEMLOCK, (1 << 20, 1 << 20))
+async def main():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future(); got = bytearray()
+    class Sink(asyncio.Protocol):
+        def data_received(self, d): got.extend(d)
+        def connection_lost(self, exc): done.set_result(exc)
+    srv = await loop.create_server(Sink, '127.0.0.1', 0)
+    tr, _ = await loop.create_connection(asyncio.Protocol, *srv.sockets[0].getsockname())
+    tr.get_extra_info('socket').setsockopt(uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+    buf = loop.zerocopy_buffer(3 << 20)
+    payload = os.urandom(len(buf))
+    memoryview(buf)[:] = payload
+    r = await tr.write_zerocopy(buf)
+    tr.close(); await done
+    assert got == payload, "data differs"
+    print("OK", buf.registered, r.nbytes, loop.stats()['buffer_pool']['unregistered_reason'])
+uringloop.run(main(), strict=True)
+"""
+
+
+def test_memlock_too_small_for_registration_falls_back_with_data_intact():
+    """Registration pins the pages against RLIMIT_MEMLOCK unless the process
+    has CAP_IPC_LOCK, so a root child drops it from its bounding set."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() == 0 and setpriv is None:
+        pytest.skip("setpriv (util-linux) needed to drop CAP_IPC_LOCK")
+    prefix = [setpriv, "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock"] if os.geteuid() == 0 else []
+    out = subprocess.run(prefix + [sys.executable, "-c", MEMLOCK_CHILD],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("OK False 3145728 registering 4194304 bytes: "), out.stdout
+    assert "RLIMIT_MEMLOCK" in out.stdout
