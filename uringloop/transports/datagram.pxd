@@ -4,7 +4,6 @@ cdef class DatagramTransport(BaseTransport):
     cdef object address              # the connected peer, or None
     cdef DatagramRecv recv_op
     cdef bint recv_armed
-    cdef DatagramSend send_op
     cdef bint send_armed
     cdef object write_queue          # deque of (bytes or ZeroCopyBuffer, address)
     cdef ZeroCopyPolicy zc
@@ -14,10 +13,11 @@ cdef class DatagramTransport(BaseTransport):
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1
     cdef int submit_send(self) except -1
+    cdef DatagramSend prepare_send(self, object data, object addr)
+    cdef io_uring_sqe *prep_sqe(self, DatagramSend op) except NULL
     cdef int send_completed(self, int32_t res) except -1
     cdef int drop_queue(self, object exc) except -1
     cdef datagram_failed(self, object exc)
-    cdef int send_next(self) except -1
 
 
 cdef class DatagramRecv(Operation):
