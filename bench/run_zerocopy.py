@@ -1,5 +1,5 @@
-"""Zero-copy benchmark: uringloop with ZC never / auto / always, ratios
-against never in the same run.
+"""Zero-copy benchmark: uringloop with ZC never / auto / always / always from
+registered buffers, ratios against never in the same run.
 
 - UDP, 4000/16000/60000-byte datagrams from one network namespace over veth
   (MTU 65535) into a sink namespace that drops UDP in its nftables input
@@ -21,7 +21,7 @@ import sys
 
 from run_echo import HERE, RESULTS, wait_idle
 
-MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS"]
+MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS", "REGISTERED"]
 NS_SRC, NS_SINK = "ulbench_src", "ulbench_sink"
 
 

@@ -3,7 +3,9 @@ print one JSON line (bytes/s, the transport's zero-copy statistics).
 
     python3 bench/zc_sender.py udp  SIZE MODE SECONDS   # to 198.18.0.2:9999
     python3 bench/zc_sender.py tcp  SIZE MODE SECONDS   # loopback, own sink
-MODE is ZC_NEVER, ZC_AUTO or ZC_ALWAYS.
+MODE is ZC_NEVER, ZC_AUTO, ZC_ALWAYS, or REGISTERED: ZC_ALWAYS sending from
+buffers of loop.zerocopy_buffer() with write_zerocopy()/sendto_zerocopy(),
+each reused once its future says the kernel let go of it.
 """
 import asyncio
 import json
@@ -21,13 +23,40 @@ async def pump(tr, payload, seconds, send):
     deadline = start + seconds
     while loop.time() < deadline:
         while tr.get_write_buffer_size() < 1 << 20:
-            send(payload)
+            waiting = send(payload)
+            if waiting is not None:
+                await waiting
             sent += len(payload)
         while tr.get_write_buffer_size() > 1 << 18:
             await asyncio.sleep(0)
     while tr.get_write_buffer_size():
         await asyncio.sleep(0)
     return sent / (loop.time() - start)
+
+
+def registered_sender(loop, tr, size, send_zc):
+    """A send function over a ring of registered buffers: a buffer is
+    written again only after the kernel released it."""
+    count = max(8, (2 << 20) // size)
+    bufs = [loop.zerocopy_buffer(size) for _ in range(count)]
+    pending = [None] * count
+    state = {"i": 0}
+
+    def send_next():
+        i = state["i"]
+        state["i"] = (i + 1) % count
+        pending[i] = send_zc(bufs[i])
+
+    async def wait_then_send(fut):
+        await fut
+        send_next()
+
+    def send(_payload):
+        fut = pending[state["i"]]
+        if fut is not None and not fut.done():
+            return wait_then_send(fut)
+        send_next()
+    return send
 
 
 async def main(kind, size, mode, seconds):
@@ -42,6 +71,10 @@ async def main(kind, size, mode, seconds):
         tr, _ = await loop.create_connection(asyncio.Protocol,
                                              *server.sockets[0].getsockname())
         send = tr.write
+    if mode == "REGISTERED":
+        send = registered_sender(
+            loop, tr, size, tr.sendto_zerocopy if kind == "udp" else tr.write_zerocopy)
+        mode = "ZC_ALWAYS"
     tr.get_extra_info("socket").setsockopt(
         uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, getattr(uringloop, mode))
     tr.get_extra_info("socket").setsockopt(

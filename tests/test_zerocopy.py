@@ -83,6 +83,11 @@ def test_auto_mode_detects_loopback_copies_and_turns_itself_off():
         for i in range(20):
             tr.write(payload)
             await drain_notifications(tr)
+            if i == 3:
+                # the connection's first 256 KiB go ordinarily (BBR's start)
+                stats = tr.get_extra_info("zerocopy")
+                assert stats["warmup_bytes"] == 256 * 1024
+                assert stats["zerocopy_sends"] == 0 and stats["ordinary_bytes"] == 4 * len(payload)
         stats = tr.get_extra_info("zerocopy")
         assert stats["mode"] == "auto" and stats["active"] is False
         assert "COPIED" in stats["off_reason"]

@@ -539,6 +539,8 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.set_limits(None, None)
     tr.set_protocol(protocol)
     tr.zc = new_policy(loop, sock, server_sock)
+    if sock.type == socket.SOCK_STREAM:
+        tr.zc.warmup_bytes = AUTO_WARMUP_BYTES
     if sock.family == socket.AF_UNIX:
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
     elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.extra):
