@@ -4,8 +4,11 @@ import asyncio
 import contextvars
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -266,12 +269,36 @@ def test_runner_and_run_entry_points():
 def test_install_sets_the_policy():
     old = asyncio.get_event_loop_policy()
     try:
-        uringloop.install()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error" if sys.version_info < (3, 12) else "ignore")
+            uringloop.install()
         loop = asyncio.new_event_loop()
         assert isinstance(loop, uringloop.Loop)
         loop.close()
     finally:
         asyncio.set_event_loop_policy(old)
+
+
+def test_install_and_policy_carry_uvloops_deprecation_story(monkeypatch):
+    """install() warns on 3.12+ (uvloop does the same), the policy class on
+    3.14+ where asyncio deprecates policies; importing never warns."""
+    old = asyncio.get_event_loop_policy()
+    try:
+        monkeypatch.setattr(sys, "version_info", (3, 12, 0, "final", 0))
+        with pytest.warns(DeprecationWarning, match="uringloop.run"):
+            uringloop.install()
+        assert isinstance(asyncio.get_event_loop_policy(), uringloop.EventLoopPolicy)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            uringloop.EventLoopPolicy()
+        monkeypatch.setattr(sys, "version_info", (3, 14, 0, "final", 0))
+        with pytest.warns(DeprecationWarning, match="policy"):
+            uringloop.EventLoopPolicy()
+    finally:
+        asyncio.set_event_loop_policy(old)
+    out = subprocess.run([sys.executable, "-W", "error", "-c", "import uringloop"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
 
 
 def test_features_reports_the_probe():

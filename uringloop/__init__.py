@@ -3,7 +3,7 @@
     import uringloop
     uringloop.run(main())
     asyncio.Runner(loop_factory=uringloop.new_event_loop)
-    uringloop.install()
+    uringloop.install()          # deprecated on Python 3.12+, as uvloop's
 
 When the kernel or a sandbox refuses io_uring, Loop() and new_event_loop()
 raise RingUnavailableError; run() and install() fall back to the stdlib loop
@@ -12,6 +12,7 @@ environment variable URINGLOOP_STRICT=1).
 """
 import asyncio as _asyncio
 import os as _os
+import sys as _sys
 import warnings as _warnings
 
 from .core import Loop, RegisteredBuffer, RingUnavailableError, features
@@ -71,8 +72,24 @@ def run(main, *, debug=None, strict=None):
         return runner.run(main)
 
 
-class EventLoopPolicy(_asyncio.DefaultEventLoopPolicy):
-    """A policy whose new loops are uringloop Loops."""
+# The class behind asyncio.DefaultEventLoopPolicy on 3.11-3.13; reading that
+# public name warns on 3.14, where asyncio deprecates its policy system.
+_DefaultPolicy = _asyncio.unix_events._UnixDefaultEventLoopPolicy
+
+
+class EventLoopPolicy(_DefaultPolicy):
+    """A policy whose new loops are uringloop Loops.  asyncio deprecates
+    policies in Python 3.14 (removal planned for 3.16): prefer run() or
+    asyncio.Runner(loop_factory=uringloop.new_event_loop).  Making one on
+    3.14+ warns with DeprecationWarning."""
+
+    def __init__(self):
+        if _sys.version_info >= (3, 14):
+            _warnings.warn("uringloop.EventLoopPolicy is deprecated as asyncio's "
+                           "policy system is (Python 3.14): use uringloop.run() or "
+                           "asyncio.Runner(loop_factory=uringloop.new_event_loop)",
+                           DeprecationWarning, stacklevel=2)
+        super().__init__()
 
     def _loop_factory(self):
         return new_event_loop()
@@ -81,7 +98,16 @@ class EventLoopPolicy(_asyncio.DefaultEventLoopPolicy):
 def install(*, strict=None):
     """Make uringloop the loop of asyncio's default policy.  When io_uring
     is refused, leaves the stdlib policy in place with one RuntimeWarning
-    (or, strict, raises RingUnavailableError)."""
+    (or, strict, raises RingUnavailableError).
+
+    Deprecated on Python 3.12+ (DeprecationWarning), as uvloop.install() is:
+    asyncio.run() and asyncio.Runner take a loop_factory there, and the
+    policy system is deprecated in 3.14.  Use uringloop.run(main()) or
+    asyncio.Runner(loop_factory=uringloop.new_event_loop)."""
+    if _sys.version_info >= (3, 12):
+        _warnings.warn("uringloop.install() is deprecated on Python 3.12+: use "
+                       "uringloop.run(main()) or asyncio.Runner(loop_factory="
+                       "uringloop.new_event_loop)", DeprecationWarning, stacklevel=2)
     strict = _strict(strict)
     info = features()
     if not info["available"]:
@@ -89,4 +115,8 @@ def install(*, strict=None):
             raise RingUnavailableError(info["error"])
         _warn_fallback(info["error"])
         return
-    _asyncio.set_event_loop_policy(EventLoopPolicy())
+    with _warnings.catch_warnings():
+        # asyncio's own warning for set_event_loop_policy on 3.14 would
+        # point here; ours above already said it
+        _warnings.simplefilter("ignore", DeprecationWarning)
+        _asyncio.set_event_loop_policy(EventLoopPolicy())
