@@ -3,7 +3,10 @@
 `any_loop` runs a test on uringloop and on the stdlib loop: the stdlib is the
 reference for behaviour, so a test written against it must pass on both.
 `uloop` is a uringloop Loop only.  Both check, after the test, that the loop
-has no io_uring request left in flight once closed.
+has no io_uring request left in flight once closed.  In the debug build
+(`URINGLOOP_DEBUG=1 pip install -e .`, see tests/test_debug_build.py) every
+test also ends with no loop, operation, transport, held buffer view or
+registered buffer left alive.
 """
 import asyncio
 import gc
@@ -14,6 +17,7 @@ import subprocess
 import pytest
 
 import uringloop
+from uringloop.core import debug_counters as _debug_counters
 
 
 def _close_and_check(loop):
@@ -48,7 +52,7 @@ def any_loop(request):
 
 
 @pytest.fixture(autouse=True)
-def every_closed_loop_is_drained(monkeypatch):
+def every_closed_loop_is_drained(monkeypatch, request):
     """After each test, every uringloop Loop the test made and closed has
     no io_uring request left in flight: close() got every buffer back from
     the kernel (otherwise it keeps them, and says so)."""
@@ -62,11 +66,45 @@ def every_closed_loop_is_drained(monkeypatch):
         made.append(weakref.ref(self))
 
     monkeypatch.setattr(uringloop.Loop, "__init__", tracking_init)
+    before = _owned_by_no_open_loop()
     yield
     for ref in made:
         loop = ref()
         if loop is not None and loop.is_closed():
             assert loop.stats()["ops_in_flight"] == 0, (loop, loop.stats())
+    loop = None
+    if before is not None:
+        # the debug build: nothing the test made outlives it
+        del made
+        # pytest holds the test's fixture values until after this teardown
+        # (and a unittest TestCase keeps its self.loop)
+        values = list(getattr(request.node, "funcargs", {}).values())
+        values += list(vars(getattr(request.node, "instance", None) or object).values()) \
+            if getattr(request.node, "instance", None) is not None else []
+        held = [v for v in values if isinstance(v, uringloop.Loop)]
+        del values
+        after = _owned_by_no_open_loop()
+        after["loops"] -= sum(1 for loop in held if loop.is_closed())
+        leaked = {kind: after[kind] - before[kind] for kind in after
+                  if after[kind] != before[kind]}
+        assert not leaked, f"still alive after the test: {leaked}"
+
+
+def _owned_by_no_open_loop():
+    """The debug build's live-object counts, less what loops that are still
+    open own (pytest-asyncio keeps a loop per scope): one loop, its two
+    file descriptors and its requests in flight each.  None in the normal
+    build."""
+    if _debug_counters() is None:
+        return None
+    gc.collect()
+    counts = _debug_counters()
+    for obj in gc.get_objects():
+        if isinstance(obj, uringloop.Loop) and not obj.is_closed():
+            counts["loops"] -= 1
+            counts["loop_fds"] -= 2
+            counts["operations"] -= obj.stats()["ops_in_flight"]
+    return counts
 
 
 # pytest-asyncio: how a project runs its async tests on uringloop.  From

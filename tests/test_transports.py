@@ -46,7 +46,10 @@ class Collect(asyncio.Protocol):
 
 
 async def echo_server(loop, **kwargs):
+    handlers = set()
+
     async def handle(reader, writer):
+        handlers.add(asyncio.current_task())
         try:
             while data := await reader.read(1 << 20):
                 writer.write(data)
@@ -57,6 +60,7 @@ async def echo_server(loop, **kwargs):
             writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0, **kwargs)
+    server.handlers = handlers      # to wait for before the loop ends
     return server, server.sockets[0].getsockname()
 
 
@@ -122,6 +126,7 @@ def test_hundreds_of_concurrent_connections_both_directions():
 
             results = await asyncio.gather(*(client(k) for k in range(n_conns)))
             assert all(results)
+            await asyncio.gather(*server.handlers)
 
     run(main(), timeout=120)
 

@@ -31,12 +31,14 @@ cdef unsigned TABLE_SLOTS = 64
 cdef char *BYTE_FORMAT = b'B'
 
 
+@cython.no_gc_clear      # its free_runs must survive until buffers give pages back
 cdef class PoolRegion:
 
     def __dealloc__(self):
         if self.base != NULL:
             munmap(self.base, self.size)
             self.base = NULL
+            UL_COUNT(UL_LIVE_POOL_REGIONS, -1)
 
     cdef Py_ssize_t take(self, size_t length):
         """First fit: the offset of `length` free bytes, or -1."""
@@ -77,13 +79,18 @@ cdef PoolRegion new_region(size_t size):
     if base == MAP_FAILED:
         raise MemoryError(f'cannot map {size} bytes for registered buffers')
     region.base = <char *>base
+    UL_COUNT(UL_LIVE_POOL_REGIONS, 1)
     region.size = size
     region.index = -1
     region.free_runs = [[0, size]]
     return region
 
 
+# no_gc_clear: a RegisteredBuffer caught in a reference cycle must still see
+# its region in __dealloc__ to give its pages back (found by the debug
+# build's counters: a cleared region field lost the pages for good).
 @cython.final
+@cython.no_gc_clear
 cdef class RegisteredBuffer:
     """Writable memory from the loop's registered-buffer pool (made by
     loop.zerocopy_buffer()).  Use it like a bytearray of fixed size --
@@ -139,6 +146,7 @@ cdef class RegisteredBuffer:
         if not self.returned and self.region is not None:
             self.returned = True
             self.region.give_back(self.offset, self.span)
+            UL_COUNT(UL_LIVE_REGISTERED_BUFFERS, -1)
         return 0
 
     def __enter__(self):
@@ -154,9 +162,7 @@ cdef class RegisteredBuffer:
 
     def __dealloc__(self):
         # no view can be left: each one holds a reference to us
-        if not self.returned and self.region is not None:
-            self.returned = True
-            self.region.give_back(self.offset, self.span)
+        self.return_pages()
 
 
 cdef class BufferPool:
@@ -187,6 +193,7 @@ cdef class BufferPool:
         rb.offset = offset
         rb.length = length
         rb.span = span
+        UL_COUNT(UL_LIVE_REGISTERED_BUFFERS, 1)
         return rb
 
     cdef register(self, ul_ring *ring, PoolRegion region):

@@ -62,6 +62,7 @@ cdef class RingLoop:
     cdef int arm_wakeup(self) except -1
     cdef int run_ready(self) except -1
     cdef close_ring_now(self)
+    cdef close_wakeup_fd(self)
     cdef raise_enter_error(self, int ret)
     cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args)
     cdef object remove_watch(self, dict watches, object fd)

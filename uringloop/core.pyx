@@ -68,6 +68,49 @@ from asyncio import (base_events, constants, events, exceptions, futures,
                      protocols, sslproto, transports, trsock)
 from asyncio.log import logger
 
+cdef extern from "debug.h":
+    int UL_DEBUG_BUILD
+    int UL_LIVE_KINDS
+    enum:
+        UL_LIVE_LOOPS
+        UL_LIVE_LOOP_FDS
+        UL_LIVE_OPERATIONS
+        UL_LIVE_TRANSPORTS
+        UL_LIVE_BUFFER_VIEWS
+        UL_LIVE_POOL_REGIONS
+        UL_LIVE_REGISTERED_BUFFERS
+    void UL_COUNT(int kind, long delta)
+    long UL_LIVE(int kind)
+
+
+def debug_counters():
+    """The debug build's live-object counters (see debug.h), or None in the
+    normal build.  After a loop is closed and collected every one is 0."""
+    if not UL_DEBUG_BUILD:
+        return None
+    return {
+        'loops': UL_LIVE(UL_LIVE_LOOPS),
+        'loop_fds': UL_LIVE(UL_LIVE_LOOP_FDS),
+        'operations': UL_LIVE(UL_LIVE_OPERATIONS),
+        'transports': UL_LIVE(UL_LIVE_TRANSPORTS),
+        'buffer_views': UL_LIVE(UL_LIVE_BUFFER_VIEWS),
+        'pool_regions': UL_LIVE(UL_LIVE_POOL_REGIONS),
+        'registered_buffers': UL_LIVE(UL_LIVE_REGISTERED_BUFFERS),
+    }
+
+
+cdef inline int hold_view(object obj, Py_buffer *view, int flags) except -1:
+    """PyObject_GetBuffer, counted in the debug build; pair with drop_view."""
+    PyObject_GetBuffer(obj, view, flags)
+    UL_COUNT(UL_LIVE_BUFFER_VIEWS, 1)
+    return 0
+
+
+cdef inline void drop_view(Py_buffer *view) noexcept:
+    PyBuffer_Release(view)
+    UL_COUNT(UL_LIVE_BUFFER_VIEWS, -1)
+
+
 cdef extern from "<errno.h>" nogil:
     int EINTR, EAGAIN, ECANCELED, ETIME, EBUSY, EEXIST, EINVAL, ENOBUFS
     int EMFILE, ENFILE, ENOMEM
@@ -208,10 +251,12 @@ cdef class RingLoop:
         cdef int ret
         self.ring_open = False
         self.wakeup_fd = -1
+        UL_COUNT(UL_LIVE_LOOPS, 1)
         ret = ul_ring_init(&self.ring, SQ_ENTRIES, CQ_ENTRIES, WANTED_SETUP_FLAGS)
         if ret < 0:
             raise setup_error(ret)
         self.ring_open = True
+        UL_COUNT(UL_LIVE_LOOP_FDS, 1)
         self.ring_enabled = not (self.ring.setup_flags & IORING_SETUP_R_DISABLED)
         ret = ul_ring_probe(&self.ring, self.ops_supported)
         if ret < 0:
@@ -224,6 +269,7 @@ cdef class RingLoop:
             err = errno
             self.close_ring_now()
             raise OSError(err, "eventfd failed")
+        UL_COUNT(UL_LIVE_LOOP_FDS, 1)
         self.owner_pid = os.getpid()
         tune_malloc()
         self.readers = {}
@@ -238,17 +284,21 @@ cdef class RingLoop:
     def __dealloc__(self):
         # Normally close() has drained and closed the ring.  An unclosed loop
         # is only collected when no operation holds it, i.e. none is in flight.
-        if self.ring_open:
-            ul_ring_exit(&self.ring)
-            self.ring_open = False
-        if self.wakeup_fd >= 0:
-            close(self.wakeup_fd)
-            self.wakeup_fd = -1
+        self.close_ring_now()
+        self.close_wakeup_fd()
+        UL_COUNT(UL_LIVE_LOOPS, -1)
 
     cdef close_ring_now(self):
         if self.ring_open:
             ul_ring_exit(&self.ring)
             self.ring_open = False
+            UL_COUNT(UL_LIVE_LOOP_FDS, -1)
+
+    cdef close_wakeup_fd(self):
+        if self.wakeup_fd >= 0:
+            close(self.wakeup_fd)
+            self.wakeup_fd = -1
+            UL_COUNT(UL_LIVE_LOOP_FDS, -1)
 
     # ---- submission -------------------------------------------------
 
@@ -955,9 +1005,9 @@ cdef class RingLoop:
                 ul_buf_ring_free(&self.ring, &self.recv_buffers)
                 self.recv_buffers_ready = False
             self.close_ring_now()
-            if self.wakeup_fd >= 0:
-                close(self.wakeup_fd)
-                self.wakeup_fd = -1
+            self.close_wakeup_fd()
+            if self.wakeup_op is not None and not self.wakeup_op.in_flight:
+                self.wakeup_op = None     # breaks the loop <-> op cycle
 
 
 @cython.final
@@ -1091,6 +1141,7 @@ class Loop(RingLoop, base_events.BaseEventLoop):
             if s is not None:
                 s.close()
         self._signal_ssock = self._signal_csock = None
+        self._signal_op = None     # completed by the drain; breaks its cycle
 
     def _process_events(self, event_list):
         pass    # completions are dispatched in RingLoop.reap

@@ -4,6 +4,12 @@
 
 cdef class Operation:
 
+    def __cinit__(self):
+        UL_COUNT(UL_LIVE_OPERATIONS, 1)
+
+    def __dealloc__(self):
+        UL_COUNT(UL_LIVE_OPERATIONS, -1)
+
     def __init__(self):
         raise TypeError("operations are made by the loop")
 

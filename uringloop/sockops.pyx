@@ -132,7 +132,7 @@ cdef class SocketOperation(Operation):
 
     cdef int hold_buffer(self, object buf, int flags) except -1:
         try:
-            PyObject_GetBuffer(buf, &self.view, flags)
+            hold_view(buf, &self.view, flags)
         except BufferError:
             if flags & PyBUF_WRITABLE:
                 raise TypeError(f"a read-write bytes-like object is required, "
@@ -144,7 +144,7 @@ cdef class SocketOperation(Operation):
     cdef int release_buffer(self) except -1:
         if self.has_view:
             self.has_view = False
-            PyBuffer_Release(&self.view)
+            drop_view(&self.view)
         return 0
 
     cdef int release(self) except -1:
@@ -153,7 +153,7 @@ cdef class SocketOperation(Operation):
     def __dealloc__(self):
         if self.has_view:
             self.has_view = False
-            PyBuffer_Release(&self.view)
+            drop_view(&self.view)
 
     cdef int retry(self) except -1:
         return 0

@@ -6,6 +6,12 @@
 
 cdef class BaseTransport:
 
+    def __cinit__(self):
+        UL_COUNT(UL_LIVE_TRANSPORTS, 1)
+
+    def __dealloc__(self):
+        UL_COUNT(UL_LIVE_TRANSPORTS, -1)
+
     def __init__(self, *args, **kwargs):
         raise TypeError("transports are made by the loop")
 

@@ -60,19 +60,19 @@ cdef class StreamRecv(Operation):
                     data = PyBytes_FromStringAndSize(<char *>self.view.buf, res)
             self.has_view = False
             self.view_protocol = None
-            PyBuffer_Release(&self.view)
+            drop_view(&self.view)
         return tr.recv_completed(res, flags, data, direct)
 
     cdef int release(self) except -1:
         if self.has_view:
             self.has_view = False
-            PyBuffer_Release(&self.view)
+            drop_view(&self.view)
         return 0
 
     def __dealloc__(self):
         if self.has_view:
             self.has_view = False
-            PyBuffer_Release(&self.view)
+            drop_view(&self.view)
 
 
 @cython.final
@@ -107,7 +107,7 @@ cdef class StreamTransport(BaseTransport):
         if self.buffered_protocol:
             try:
                 buf = self.protocol.get_buffer(-1)
-                PyObject_GetBuffer(buf, &op.view, PyBUF_WRITABLE)
+                hold_view(buf, &op.view, PyBUF_WRITABLE)
                 op.has_view = True
                 op.view_protocol = self.protocol
                 if op.view.len == 0:

@@ -194,7 +194,7 @@ cdef ZeroCopyBuffer new_zerocopy_buffer(RingLoop loop, object buf):
     C-contiguous) and note whether it lies in a registered buffer."""
     cdef ZeroCopyBuffer zb = ZeroCopyBuffer.__new__(ZeroCopyBuffer)
     try:
-        PyObject_GetBuffer(buf, &zb.view, PyBUF_SIMPLE)
+        hold_view(buf, &zb.view, PyBUF_SIMPLE)
     except BufferError as exc:
         raise ValueError(f'a zero-copy send needs a C-contiguous buffer: {exc}') from None
     zb.has_view = True
@@ -215,7 +215,7 @@ cdef class ZeroCopyBuffer:
         nbytes = self.view.len
         if self.has_view:
             self.has_view = False
-            PyBuffer_Release(&self.view)
+            drop_view(&self.view)
         if self.future.done():
             return 0
         if self.error is not None:
@@ -233,7 +233,7 @@ cdef class ZeroCopyBuffer:
             return 0           # still held by the kernel; released later
         if self.has_view:
             self.has_view = False
-            PyBuffer_Release(&self.view)
+            drop_view(&self.view)
         if not self.future.done():
             self.future.set_exception(exc)
         return 0
@@ -244,7 +244,7 @@ cdef class ZeroCopyBuffer:
     def __dealloc__(self):
         if self.has_view:
             self.has_view = False
-            PyBuffer_Release(&self.view)
+            drop_view(&self.view)
 
 
 @cython.final

@@ -1,0 +1,36 @@
+/* Live-object counters of the debug build.
+ *
+ * `URINGLOOP_DEBUG=1 pip install -e .` compiles with -DURINGLOOP_DEBUG; then
+ * the loop counts the objects that own something the kernel may touch or
+ * that must be given back (operations, held buffer views, registered-buffer
+ * regions, transports, loops, the loop's file descriptors), and
+ * uringloop.core.debug_counters() returns them.  The test suite asserts
+ * that all are back to zero after every test.  In the normal build the
+ * counting compiles to nothing and debug_counters() returns None.
+ */
+#ifndef URINGLOOP_DEBUG_H
+#define URINGLOOP_DEBUG_H
+
+enum {
+    UL_LIVE_LOOPS,
+    UL_LIVE_LOOP_FDS,          /* ring fds and wakeup eventfds open */
+    UL_LIVE_OPERATIONS,
+    UL_LIVE_TRANSPORTS,
+    UL_LIVE_BUFFER_VIEWS,      /* PyObject_GetBuffer exports held */
+    UL_LIVE_POOL_REGIONS,      /* registered-buffer regions mapped */
+    UL_LIVE_REGISTERED_BUFFERS,
+    UL_LIVE_KINDS
+};
+
+#ifdef URINGLOOP_DEBUG
+#define UL_DEBUG_BUILD 1
+static long ul_live[UL_LIVE_KINDS];
+#define UL_COUNT(kind, delta) (ul_live[(kind)] += (delta))
+#define UL_LIVE(kind) (ul_live[(kind)])
+#else
+#define UL_DEBUG_BUILD 0
+#define UL_COUNT(kind, delta) ((void)0)
+#define UL_LIVE(kind) (0L)
+#endif
+
+#endif /* URINGLOOP_DEBUG_H */
