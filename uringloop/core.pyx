@@ -155,6 +155,23 @@ cdef unsigned WANTED_SETUP_FLAGS = (
 
 cdef unsigned SQ_ENTRIES = 2048
 cdef unsigned CQ_ENTRIES = 16384
+
+
+cdef ring_sizes(unsigned *sq, unsigned *cq):
+    """SQ_ENTRIES/CQ_ENTRIES, or URINGLOOP_RING_ENTRIES="sq,cq" (each a
+    power of two, cq >= sq): the stress tests use a tiny ring to drive the
+    submission-queue-full and completion-queue-overflow paths."""
+    sq[0], cq[0] = SQ_ENTRIES, CQ_ENTRIES
+    value = os.environ.get('URINGLOOP_RING_ENTRIES')
+    if not value:
+        return
+    try:
+        want_sq, want_cq = (int(part) for part in value.split(','))
+    except ValueError:
+        raise ValueError(f'URINGLOOP_RING_ENTRIES must be "sq,cq", not {value!r}') from None
+    if not (2 <= want_sq <= 32768 and want_sq <= want_cq <= 65536):
+        raise ValueError(f'URINGLOOP_RING_ENTRIES out of range: {value!r}')
+    sq[0], cq[0] = want_sq, want_cq
 cdef double MAXIMUM_TIMEOUT = 24 * 3600.0
 # How long close() waits for the kernel to give back in-flight requests.
 cdef double CLOSE_DRAIN_SECONDS = 5.0
@@ -251,8 +268,10 @@ cdef class RingLoop:
         cdef int ret
         self.ring_open = False
         self.wakeup_fd = -1
+        cdef unsigned sq_entries, cq_entries
         UL_COUNT(UL_LIVE_LOOPS, 1)
-        ret = ul_ring_init(&self.ring, SQ_ENTRIES, CQ_ENTRIES, WANTED_SETUP_FLAGS)
+        ring_sizes(&sq_entries, &cq_entries)
+        ret = ul_ring_init(&self.ring, sq_entries, cq_entries, WANTED_SETUP_FLAGS)
         if ret < 0:
             raise setup_error(ret)
         self.ring_open = True

@@ -196,6 +196,12 @@ cdef class DatagramTransport(BaseTransport):
             except OSError as exc:
                 self.datagram_failed(exc)
                 continue
+            except Exception as exc:
+                # not an address at all: fatal, as socket.sendto()'s
+                # TypeError is on the selector loop
+                self.drop_queue(exc)
+                self.fatal_error(exc, 'Fatal write error on datagram transport')
+                return 0
             self.prep_sqe(op)
             self.send_armed = True
             self.op_started()
