@@ -1,7 +1,8 @@
 """Build of the uringloop extension: Cython core + the C ring layer.
 
-`URINGLOOP_DEBUG=1 pip install -e .` builds with -DURINGLOOP_DEBUG and
-Cython line tracing off, asserts on.
+`URINGLOOP_DEBUG=1 pip install -e .` builds with -DURINGLOOP_DEBUG (the
+live-object counters of uringloop/debug.h), -O0 -g and asserts on;
+`URINGLOOP_SANITIZE=address` adds AddressSanitizer.
 """
 import os
 
@@ -9,6 +10,10 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 debug = os.environ.get("URINGLOOP_DEBUG") == "1"
+# URINGLOOP_SANITIZE=address: an AddressSanitizer build (README, "Checking
+# memory safety"); run it with libasan preloaded.
+sanitize = os.environ.get("URINGLOOP_SANITIZE")
+sanitize_flags = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"] if sanitize else []
 
 extension = Extension(
     "uringloop.core",
@@ -28,7 +33,8 @@ extension = Extension(
         "uringloop/buffer_pool.pyx", "uringloop/buffer_pool.pxd", "uringloop/debug.h",
     ],
     extra_compile_args=["-O2", "-Wno-unused-function"]
-    + (["-DURINGLOOP_DEBUG", "-UNDEBUG", "-O0", "-g"] if debug else []),
+    + (["-DURINGLOOP_DEBUG", "-UNDEBUG", "-O0", "-g"] if debug else []) + sanitize_flags,
+    extra_link_args=sanitize_flags,
 )
 
 setup(

@@ -14,10 +14,16 @@ wake it through an eventfd that a READ request of the loop always watches.
 
 One iteration (RingLoop._run_once) is:
 
-    timeout = 0 if callbacks are ready, else until the nearest timer
+    run the callbacks that are ready (queued before this iteration)
+    timeout = 0 if callbacks are ready now, else until the nearest timer
     io_uring_enter: submit every queued SQE, wait for >= 1 CQE or the timeout
     reap every CQE: user_data is the Operation object, its complete() runs
-    move expired timers to the ready queue, run the ready callbacks
+    move expired timers to the ready queue (they run first next time)
+
+Callbacks queued earlier run before the completions of this iteration are
+dispatched: the selector loop also runs them before the I/O callbacks it
+appends after select(), and code that starts waiting right after a send
+relies on it.
 
 so an idle or busy loop makes one system call per iteration.  When callbacks
 are ready, nothing is queued and the kernel has raised no IORING_SQ_TASKRUN,
@@ -499,6 +505,13 @@ cdef class RingLoop:
                 handle = heapq.heappop(scheduled)
                 handle._scheduled = False
 
+        # Callbacks queued before this iteration run before its completions
+        # are dispatched, as the selector loop runs them before the I/O
+        # callbacks it appends after select(): a task that starts waiting
+        # right after a send must see the reply (test_events'
+        # test_datagram_send_to_non_listening_address, 3.13).
+        self.run_ready()
+
         if self._ready or self._stopping:
             timeout_ns = 0
         elif scheduled:
@@ -521,8 +534,6 @@ cdef class RingLoop:
             handle = heapq.heappop(scheduled)
             handle._scheduled = False
             self._ready.append(handle)
-
-        self.run_ready()
         handle = None
 
     cdef int run_ready(self) except -1:

@@ -4,6 +4,11 @@
 # it is submitted; a reused number would point it at another file).
 
 
+# asyncio.Server keeps its transports (for close_clients()) from 3.13 on:
+# _attach(transport) / _detach(transport) instead of a bare count.
+cdef bint SERVER_KNOWS_TRANSPORTS = sys.version_info >= (3, 13)
+
+
 cdef class BaseTransport:
 
     def __cinit__(self):
@@ -178,7 +183,10 @@ cdef class BaseTransport:
             server = self.server
             if server is not None:
                 self.server = None
-                server._detach()
+                if SERVER_KNOWS_TRANSPORTS:
+                    server._detach(self)
+                else:
+                    server._detach()
 
     @property
     def _loop(self):

@@ -555,7 +555,10 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     base_events._set_nodelay(sock)
     tr._register()
     if server is not None:
-        server._attach()
+        if SERVER_KNOWS_TRANSPORTS:
+            server._attach(tr)
+        else:
+            server._attach()
     loop.call_soon(protocol.connection_made, tr)
     loop.call_soon(tr._start_reading_cb)
     if waiter is not None:
