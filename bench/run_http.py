@@ -1,5 +1,6 @@
 """HTTP benchmark: an aiohttp hello-world app on each loop (pinned to CPU 0)
-under wrk -t1 -c64 (pinned to CPU 1), loops interleaved, medians of rounds.
+under wrk -t1 -c64 (pinned to CPU 1), loops interleaved, medians of rounds;
+the server's system calls per request are counted with perf stat.
 Needs wrk (Debian package).  Results to bench/results/http-<date>.json/.md.
 
     python3 bench/run_http.py [--rounds 3] [--seconds 5]
@@ -27,19 +28,45 @@ def one_cell(loop, seconds, conns):
         port = int(server.stdout.readline().split()[1])
         subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c8", "-d1s",
                         f"http://127.0.0.1:{port}/"], capture_output=True)  # warm-up
+        counting = count_syscalls(server.pid)
         cpu0 = cpu_seconds(server.pid)
         out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}",
                               f"-d{seconds}s", f"http://127.0.0.1:{port}/"],
                              capture_output=True, text=True, timeout=seconds + 30).stdout
         cpu1 = cpu_seconds(server.pid)
+        syscalls = stop_counting(counting)
     finally:
         server.terminate()
         server.wait(timeout=10)
     total = int(re.search(r"(\d+) requests in", out).group(1))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"req_s": rps, "cpu_us_per_req": (cpu1 - cpu0) / max(total, 1) * 1e6,
+    cell = {"req_s": rps, "cpu_us_per_req": (cpu1 - cpu0) / max(total, 1) * 1e6,
             "non_2xx": int(errors.group(1)) if errors else 0}
+    if syscalls is not None:
+        cell["syscalls_per_req"] = syscalls / max(total, 1)
+    return cell
+
+
+def count_syscalls(pid):
+    """perf stat counting the server's system calls (all of them, for every
+    loop alike), or None without perf."""
+    if shutil.which("perf") is None:
+        return None
+    return subprocess.Popen(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter",
+                             "-p", str(pid)], stderr=subprocess.PIPE, text=True)
+
+
+def stop_counting(perf):
+    if perf is None:
+        return None
+    perf.send_signal(2)                 # SIGINT: perf prints its counts
+    err = perf.communicate(timeout=10)[1]
+    for line in err.splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and "raw_syscalls:sys_enter" in fields[2] and fields[0].isdigit():
+            return int(fields[0])
+    return None
 
 
 def main():
@@ -56,8 +83,8 @@ def main():
             wait_idle()
             cell = one_cell(loop, args.seconds, 64)
             runs.setdefault(loop, []).append(cell)
-            print(f"{loop:9s} {cell['req_s']:9.0f} req/s {cell['cpu_us_per_req']:6.1f} us cpu/req",
-                  flush=True)
+            print(f"{loop:9s} {cell['req_s']:9.0f} req/s {cell['cpu_us_per_req']:6.1f} us cpu/req "
+                  f"{cell.get('syscalls_per_req', float('nan')):5.2f} syscalls/req", flush=True)
     median = {loop: {m: statistics.median(c[m] for c in cells) for m in cells[0]}
               for loop, cells in runs.items()}
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
@@ -65,10 +92,12 @@ def main():
     with open(os.path.join(RESULTS, f"http-{stamp}.json"), "w") as f:
         json.dump({"args": vars(args), "runs": runs, "median": median}, f, indent=1)
     u = median.get("uringloop")
-    lines = ["| loop | req/s | server CPU us/req | uringloop req/s ratio |", "|---|---|---|---|"]
+    lines = ["| loop | req/s | server CPU us/req | syscalls/req | uringloop req/s ratio |",
+             "|---|---|---|---|---|"]
     for loop, m in median.items():
         ratio = f"{u['req_s'] / m['req_s']:.2f}x" if u and loop != "uringloop" else ""
-        lines.append(f"| {loop} | {m['req_s']:.0f} | {m['cpu_us_per_req']:.1f} | {ratio} |")
+        lines.append(f"| {loop} | {m['req_s']:.0f} | {m['cpu_us_per_req']:.1f} | "
+                     f"{m.get('syscalls_per_req', float('nan')):.2f} | {ratio} |")
     with open(os.path.join(RESULTS, f"http-{stamp}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

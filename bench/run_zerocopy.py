@@ -1,5 +1,6 @@
 """Zero-copy benchmark: uringloop with ZC never / auto / always / always from
-registered buffers, ratios against never in the same run.
+registered buffers, and uvloop and rloop with the same ordinary sends,
+ratios against uringloop's ZC never in the same run.
 
 - UDP, 4000/16000/60000-byte datagrams from one network namespace over veth
   (MTU 65535) into a sink namespace that drops UDP in its nftables input
@@ -21,7 +22,7 @@ import sys
 
 from run_echo import HERE, RESULTS, wait_idle
 
-MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS", "REGISTERED"]
+MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS", "REGISTERED", "uvloop", "rloop"]
 NS_SRC, NS_SINK = "ulbench_src", "ulbench_sink"
 
 

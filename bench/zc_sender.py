@@ -5,7 +5,8 @@ print one JSON line (bytes/s, the transport's zero-copy statistics).
     python3 bench/zc_sender.py tcp  SIZE MODE SECONDS   # loopback, own sink
 MODE is ZC_NEVER, ZC_AUTO, ZC_ALWAYS, or REGISTERED: ZC_ALWAYS sending from
 buffers of loop.zerocopy_buffer() with write_zerocopy()/sendto_zerocopy(),
-each reused once its future says the kernel let go of it.
+each reused once its future says the kernel let go of it.  MODE uvloop,
+rloop or asyncio runs the same ordinary sends on that loop instead.
 """
 import asyncio
 import json
@@ -71,22 +72,30 @@ async def main(kind, size, mode, seconds):
         tr, _ = await loop.create_connection(asyncio.Protocol,
                                              *server.sockets[0].getsockname())
         send = tr.write
+    other_loop = mode in ("uvloop", "rloop", "asyncio")
     if mode == "REGISTERED":
         send = registered_sender(
             loop, tr, size, tr.sendto_zerocopy if kind == "udp" else tr.write_zerocopy)
         mode = "ZC_ALWAYS"
-    tr.get_extra_info("socket").setsockopt(
-        uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, getattr(uringloop, mode))
-    tr.get_extra_info("socket").setsockopt(
-        uringloop.SOL_URINGLOOP, uringloop.ZC_THRESHOLD, 0 if mode != "ZC_AUTO" else 16384)
+    if not other_loop:
+        tr.get_extra_info("socket").setsockopt(
+            uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, getattr(uringloop, mode))
+        tr.get_extra_info("socket").setsockopt(
+            uringloop.SOL_URINGLOOP, uringloop.ZC_THRESHOLD, 0 if mode != "ZC_AUTO" else 16384)
     cpu0 = time.process_time()
     rate = await pump(tr, payload, seconds, send)
     cpu = time.process_time() - cpu0
-    stats = tr.get_extra_info("zerocopy")
+    stats = tr.get_extra_info("zerocopy") or {
+        "zerocopy_sends": 0, "copied_reports": 0, "zerocopy_reports": 0}
     tr.close()
     print(json.dumps({"bytes_s": rate, "cpu_s": cpu, "zerocopy": stats}))
 
 
 if __name__ == "__main__":
     kind, size, mode, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
-    uringloop.run(main(kind, size, mode, seconds), strict=True)
+    if mode in ("uvloop", "rloop", "asyncio"):
+        from echo_server import loop_factory
+        with asyncio.Runner(loop_factory=loop_factory(mode)) as runner:
+            runner.run(main(kind, size, mode, seconds))
+    else:
+        uringloop.run(main(kind, size, mode, seconds), strict=True)
