@@ -15,14 +15,15 @@ import os as _os
 import sys as _sys
 import warnings as _warnings
 
-from .core import Loop, RegisteredBuffer, RingUnavailableError, features
+from .core import Loop, RegisteredBuffer, RingUnavailableError, ZeroCopyReceive, features
 from .core import (SOL_URINGLOOP, SO_ZEROCOPY, ZC_ALWAYS, ZC_AUTO, ZC_MODE,
+                   RefillQueue, zcrx_offset, zcrx_split,
                    ZC_NEVER, ZC_THRESHOLD, ZeroCopyResult, set_zerocopy)
 
 __all__ = ("run", "new_event_loop", "install", "EventLoopPolicy", "Loop",
            "RingUnavailableError", "features", "SOL_URINGLOOP", "SO_ZEROCOPY",
            "ZC_MODE", "ZC_THRESHOLD", "ZC_AUTO", "ZC_ALWAYS", "ZC_NEVER",
-           "ZeroCopyResult", "set_zerocopy", "RegisteredBuffer")
+           "ZeroCopyResult", "set_zerocopy", "RegisteredBuffer", "ZeroCopyReceive")
 __version__ = "0.1.0.dev0"
 
 _fallback_warned = False

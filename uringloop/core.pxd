@@ -2,7 +2,8 @@
 # includes (operation.pyx, sockops.pyx, fdwatch.pyx).
 
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t
-from .includes.ring cimport ul_ring, ul_buf_ring, io_uring_sqe, msghdr, iovec, sockaddr_storage
+from .includes.ring cimport (ul_ring, ul_buf_ring, io_uring_sqe, msghdr, iovec,
+                             sockaddr_storage, ul_zcrx_rq)
 
 
 cdef class Operation:
@@ -70,6 +71,7 @@ cdef class RingLoop:
 
 
 include "buffer_pool.pxd"
+include "zcrx.pxd"
 include "transports/base.pxd"
 include "transports/zerocopy.pxd"
 include "transports/stream.pxd"

@@ -153,3 +153,48 @@ cdef extern from "ring/buf_ring.h" nogil:
                          unsigned controllen, unsigned char **name,
                          unsigned *name_used, unsigned char **payload,
                          unsigned *msg_flags)
+
+
+cdef extern from "ring/zcrx.h" nogil:
+    unsigned UL_SETUP_CQE32
+    unsigned UL_ZCRX_AREA_SHIFT
+    uint64_t UL_ZCRX_OFFSET_MASK
+
+    struct ul_zcrx_rqe:
+        uint64_t off
+        uint32_t len
+
+    struct ul_zcrx_offsets:
+        uint32_t head
+        uint32_t tail
+        uint32_t rqes
+
+    struct ul_zcrx_area_reg:
+        uint64_t addr
+        uint64_t len
+        uint64_t rq_area_token
+
+    struct ul_zcrx_ifq_reg:
+        uint32_t if_idx
+        uint32_t if_rxq
+        uint32_t rq_entries
+        ul_zcrx_offsets offsets
+        uint32_t zcrx_id
+
+    ctypedef struct ul_zcrx_rq:
+        uint32_t *khead
+        uint32_t *ktail
+        ul_zcrx_rqe *rqes
+        uint32_t entries
+        uint32_t tail
+
+    void ul_zcrx_rq_init(ul_zcrx_rq *rq, void *region, const ul_zcrx_offsets *offsets,
+                         uint32_t entries)
+    uint32_t ul_zcrx_rq_depth(const ul_zcrx_rq *rq)
+    int ul_zcrx_rq_give(ul_zcrx_rq *rq, uint64_t off, uint32_t len)
+    void ul_zcrx_rq_commit(ul_zcrx_rq *rq)
+    void *ul_zcrx_data(void *area_base, uint64_t off)
+    int ul_zcrx_register(ul_ring *r, unsigned ifindex, unsigned rxq, unsigned rq_entries,
+                         void *area, size_t area_len, void *region, size_t region_len,
+                         ul_zcrx_ifq_reg *reg, ul_zcrx_area_reg *area_reg)
+

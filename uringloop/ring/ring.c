@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ring.h"
+#include "zcrx.h"
 
 #ifndef __NR_io_uring_setup
 #define __NR_io_uring_setup 425
@@ -310,3 +311,33 @@ void ul_buf_ring_free(ul_ring *r, ul_buf_ring *b)
     b->base = NULL;
     b->br = NULL;
 }
+
+
+/* IORING_REGISTER_ZCRX_IFQ: bind NIC receive queue `rxq` of interface
+ * `ifindex` to `area` (payload memory) with a refill queue of `rq_entries`
+ * in `region`.  The ring must have DEFER_TASKRUN and CQE32.  On success the
+ * kernel fills reg->offsets, reg->zcrx_id and area_reg->rq_area_token.
+ * Returns 0 or -errno: -EPERM without CAP_NET_ADMIN, -EOPNOTSUPP (or
+ * -EINVAL) for a device without queue management (loopback, veth,
+ * virtio-net), -ENODEV for a queue that does not exist. */
+int ul_zcrx_register(ul_ring *r, unsigned ifindex, unsigned rxq, unsigned rq_entries,
+                     void *area, size_t area_len, void *region, size_t region_len,
+                     struct ul_zcrx_ifq_reg *reg, struct ul_zcrx_area_reg *area_reg)
+{
+    struct ul_region_desc rd;
+    memset(reg, 0, sizeof(*reg));
+    memset(area_reg, 0, sizeof(*area_reg));
+    memset(&rd, 0, sizeof(rd));
+    area_reg->addr = (uint64_t)(uintptr_t)area;
+    area_reg->len = area_len;
+    rd.user_addr = (uint64_t)(uintptr_t)region;
+    rd.size = region_len;
+    rd.flags = UL_MEM_REGION_TYPE_USER;
+    reg->if_idx = ifindex;
+    reg->if_rxq = rxq;
+    reg->rq_entries = rq_entries;
+    reg->area_ptr = (uint64_t)(uintptr_t)area_reg;
+    reg->region_ptr = (uint64_t)(uintptr_t)&rd;
+    return ul_ring_register(r, UL_REGISTER_ZCRX_IFQ, reg, 1);
+}
+

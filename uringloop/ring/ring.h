@@ -81,6 +81,11 @@ int ul_ring_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args);
  * put into (or, with addr NULL, taken out of) a slot (5.13).  Both return 0
  * or -errno: -ENOMEM when the pinned pages would pass RLIMIT_MEMLOCK. */
 int ul_ring_register_buffer_table(ul_ring *r, unsigned nr);
+struct ul_zcrx_ifq_reg;
+struct ul_zcrx_area_reg;
+int ul_zcrx_register(ul_ring *r, unsigned ifindex, unsigned rxq, unsigned rq_entries,
+                     void *area, size_t area_len, void *region, size_t region_len,
+                     struct ul_zcrx_ifq_reg *reg, struct ul_zcrx_area_reg *area_reg);
 int ul_ring_update_buffer(ul_ring *r, unsigned slot, void *addr, size_t len);
 
 static inline unsigned ul_sq_pending(ul_ring *r)

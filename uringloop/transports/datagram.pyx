@@ -53,7 +53,6 @@ cdef class DatagramRecv(Operation):
 
 
 @cython.final
-@cython.freelist(64)
 cdef class DatagramSend(Operation):
     # One per datagram; with zero-copy alive (with the data) until the
     # kernel's notification.

@@ -17,6 +17,8 @@ cdef class StreamTransport(BaseTransport):
     cdef bint send_armed
     cdef object empty_waiter         # future resolved when the queue drains
     cdef ZeroCopyPolicy zc
+    cdef ZeroCopyReceive zcrx        # the server's zero-copy receive, or None
+    cdef Py_ssize_t bytes_received
 
     cdef int start_reading(self) except -1
     cdef int stop_reading(self) except -1

@@ -143,6 +143,7 @@ cdef class StreamTransport(BaseTransport):
         if res > 0:
             if self.conn_lost:
                 return 0
+            self.bytes_received += res
             if direct:
                 try:
                     self.protocol.buffer_updated(res)
@@ -467,6 +468,12 @@ cdef class StreamTransport(BaseTransport):
         """As BaseTransport; 'zerocopy' gives the zero-copy statistics."""
         if name == 'zerocopy':
             return self.zc.stats()
+        if name == 'zerocopy_receive':
+            if self.zcrx is None:
+                return default
+            stats = self.zcrx.stats()
+            stats['copied_bytes'] = self.bytes_received    # received ordinarily
+            return stats
         return self.extra.get(name, default)
 
     def write_eof(self):
@@ -539,6 +546,9 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.set_limits(None, None)
     tr.set_protocol(protocol)
     tr.zc = new_policy(loop, sock, server_sock)
+    if server_sock is not None and server_sock in _receive_settings:
+        tr.zcrx = _receive_settings[server_sock]
+        tr.zcrx.register()          # once per server; a refusal only logs
     if sock.type == socket.SOCK_STREAM:
         tr.zc.warmup_bytes = AUTO_WARMUP_BYTES
     if sock.family == socket.AF_UNIX:

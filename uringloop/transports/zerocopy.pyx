@@ -155,21 +155,28 @@ cdef bint is_local_peer(dict extra):
 # Settings made with set_zerocopy() on plain sockets, before a transport
 # exists (create_connection(sock=...), create_server(sock=...)).
 _socket_settings = weakref.WeakKeyDictionary()
+# Listening sockets whose connections receive with zcrx (set_zerocopy(receive=)).
+_receive_settings = weakref.WeakKeyDictionary()
 
 
-def set_zerocopy(sock, *, mode=None, threshold=None):
+def set_zerocopy(sock, *, mode=None, threshold=None, receive=None):
     """Zero-copy settings for a socket that will be handed to the loop
     (create_connection/create_server/create_datagram_endpoint with sock=);
     transports made from it -- and, for a listening socket, the connections
     it accepts -- start with them.  mode is ZC_AUTO, ZC_ALWAYS or ZC_NEVER,
-    threshold a byte count; None keeps the loop-wide default.  Raises
-    ValueError for other values.  On a live transport use its socket's
+    threshold a byte count; None keeps the loop-wide default.  receive, for
+    a listening socket, is a ZeroCopyReceive its connections use.  Raises
+    ValueError for other values, TypeError for a receive of another type.  On a live transport use its socket's
     setsockopt(SOL_URINGLOOP, ...) instead."""
     if mode is not None and mode not in _MODE_NAMES:
         raise ValueError(f'mode must be ZC_AUTO, ZC_ALWAYS or ZC_NEVER, not {mode!r}')
     if threshold is not None and (not isinstance(threshold, int) or not 0 <= threshold <= 1 << 40):
         raise ValueError(f'threshold out of range: {threshold!r}')
+    if receive is not None and not isinstance(receive, ZeroCopyReceive):
+        raise TypeError(f'receive must be a ZeroCopyReceive, not {type(receive).__name__}')
     _socket_settings[sock] = (mode, threshold)
+    if receive is not None:
+        _receive_settings[sock] = receive
 
 
 cdef ZeroCopyPolicy new_policy(RingLoop loop, object sock=None, object listener=None):
