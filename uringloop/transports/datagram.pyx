@@ -64,23 +64,11 @@ cdef class DatagramSend(Operation):
             return tr.send_completed(res)
         chunk = self.data
         if flags & IORING_CQE_F_NOTIF:
-            tr.zc.note_notification(res)
             self.data = None
-            if type(chunk) is ZeroCopyBuffer:
-                (<ZeroCopyBuffer>chunk).zc_inflight -= 1
-                if <uint32_t>res & IORING_NOTIF_USAGE_ZC_COPIED:
-                    (<ZeroCopyBuffer>chunk).any_copied = True
-                else:
-                    (<ZeroCopyBuffer>chunk).any_zerocopy = True
-                (<ZeroCopyBuffer>chunk).finish_if_released()
-            return 0
+            return zc_notified(tr.zc, chunk, res)
         if not (flags & IORING_CQE_F_MORE):
-            # failed before the data was taken: no notification follows
-            tr.zc.notifs_pending -= 1
             self.data = None
-            if type(chunk) is ZeroCopyBuffer:
-                (<ZeroCopyBuffer>chunk).zc_inflight -= 1
-                (<ZeroCopyBuffer>chunk).finish_if_released()
+            zc_failed_early(tr.zc, chunk)
         return tr.zc_send_completed(res)
 
     cdef int release(self) except -1:

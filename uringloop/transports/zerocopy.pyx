@@ -254,31 +254,42 @@ cdef class ZeroCopyBuffer:
             drop_view(&self.view)
 
 
+cdef int zc_notified(ZeroCopyPolicy zc, object chunk, int32_t res) except -1:
+    """A SEND_ZC(MSG)'s notification CQE: the kernel let go of the pages of
+    `chunk` (bytes or ZeroCopyBuffer); res says whether it copied."""
+    zc.note_notification(res)
+    if type(chunk) is ZeroCopyBuffer:
+        (<ZeroCopyBuffer>chunk).zc_inflight -= 1
+        if <uint32_t>res & IORING_NOTIF_USAGE_ZC_COPIED:
+            (<ZeroCopyBuffer>chunk).any_copied = True
+        else:
+            (<ZeroCopyBuffer>chunk).any_zerocopy = True
+        (<ZeroCopyBuffer>chunk).finish_if_released()
+    return 0
+
+
+cdef int zc_failed_early(ZeroCopyPolicy zc, object chunk) except -1:
+    """A SEND_ZC(MSG) whose first CQE came without IORING_CQE_F_MORE: it
+    failed before taking the data, and no notification follows."""
+    zc.notifs_pending -= 1
+    if type(chunk) is ZeroCopyBuffer:
+        (<ZeroCopyBuffer>chunk).zc_inflight -= 1
+        (<ZeroCopyBuffer>chunk).finish_if_released()
+    return 0
+
+
 @cython.final
 cdef class ZcSend(Operation):
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef StreamTransport tr = self.transport
-        if flags & IORING_CQE_F_NOTIF:
-            tr.zc.note_notification(res)
-            chunk = self.chunk
-            self.chunk = None
-            if type(chunk) is ZeroCopyBuffer:
-                (<ZeroCopyBuffer>chunk).zc_inflight -= 1
-                if <uint32_t>res & IORING_NOTIF_USAGE_ZC_COPIED:
-                    (<ZeroCopyBuffer>chunk).any_copied = True
-                else:
-                    (<ZeroCopyBuffer>chunk).any_zerocopy = True
-                (<ZeroCopyBuffer>chunk).finish_if_released()
-            return 0
         chunk = self.chunk
-        if not (flags & IORING_CQE_F_MORE):
-            # no notification will come (the send failed early)
-            tr.zc.notifs_pending -= 1
+        if flags & IORING_CQE_F_NOTIF:
             self.chunk = None
-            if type(chunk) is ZeroCopyBuffer:
-                (<ZeroCopyBuffer>chunk).zc_inflight -= 1
-                (<ZeroCopyBuffer>chunk).finish_if_released()
+            return zc_notified(tr.zc, chunk, res)
+        if not (flags & IORING_CQE_F_MORE):
+            self.chunk = None
+            zc_failed_early(tr.zc, chunk)
         return tr.zc_send_completed(res)
 
     cdef int release(self) except -1:
