@@ -4,6 +4,10 @@
 cdef extern from "<sys/socket.h>":
     int MSG_NOSIGNAL
     int MSG_TRUNC
+    int MSG_DONTWAIT
+    ssize_t c_send "send" (int fd, const void *buf, size_t len, int flags)
+    ssize_t c_sendto "sendto" (int fd, const void *buf, size_t len, int flags,
+                               const sockaddr *addr, socklen_t addrlen)
 
 
 cdef int sockaddr_from_py(int family, object address, sockaddr_storage *out) except -1:

@@ -13,6 +13,9 @@ cdef class DatagramTransport(BaseTransport):
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1
     cdef int submit_send(self) except -1
+    cdef bint send_now(self, bytes data, object addr) except -1
+    cdef int send_queued_now(self) except -1
+    cdef int address_to_c(self, object addr, sockaddr_storage *out) except -1
     cdef DatagramSend prepare_send(self, object data, object addr)
     cdef io_uring_sqe *prep_sqe(self, DatagramSend op) except NULL
     cdef int send_completed(self, int32_t res) except -1
