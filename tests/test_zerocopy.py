@@ -318,14 +318,19 @@ uringloop.run(main(), strict=True)
 
 @pytest.mark.parametrize("mode", ["ZC_ALWAYS", "ZC_AUTO"])
 def test_udp_into_a_dropping_sink_is_really_zero_copy(udp_sink_namespaces, mode):
+    """ZC_ALWAYS: every datagram leaves with SENDMSG_ZC and is reported not
+    copied.  Auto mode leaves UDP bytes to the direct sendto(2), which was
+    measured faster than SEND_ZC through the ring."""
     out = subprocess.run(["ip", "netns", "exec", udp_sink_namespaces, sys.executable,
                           "-c", SINK_CHILD, "60000", "500", mode],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     sends, clean, copied, active = out.stdout.split()
-    assert int(sends) == 500
-    assert int(clean) == 500 and int(copied) == 0      # not copied
-    assert active == "True"
+    assert active == "True" and int(copied) == 0
+    if mode == "ZC_ALWAYS":
+        assert int(sends) == 500 and int(clean) == 500      # not copied
+    else:
+        assert int(sends) == 0 and int(clean) == 0
 
 
 def test_set_zerocopy_on_plain_sockets_before_the_transport_exists():

@@ -68,6 +68,8 @@ cdef class ZeroCopyPolicy:
             return False
         if type(chunk) is ZeroCopyBuffer or self.mode == ZC_ALWAYS:
             return True
+        if not self.auto_bytes:
+            return False
         # auto: large immutable chunks only (write() copies mutable ones),
         # once the connection is past its start (see AUTO_WARMUP_BYTES)
         return size >= self.threshold and self.plain_bytes >= self.warmup_bytes
@@ -118,6 +120,7 @@ cdef class ZeroCopyPolicy:
             'mode': _MODE_NAMES[self.mode],
             'threshold': self.threshold,
             'warmup_bytes': self.warmup_bytes,
+            'auto_sends_bytes': self.auto_bytes,
             'active': self.off_reason is None and self.mode != ZC_NEVER,
             'zerocopy_sends': self.zc_sends,
             'zerocopy_bytes': self.zc_bytes,
@@ -191,6 +194,7 @@ cdef ZeroCopyPolicy new_policy(RingLoop loop, object sock=None, object listener=
             if threshold is not None:
                 p.threshold = threshold
     p.report_usage = True
+    p.auto_bytes = True
     if not loop.ops_supported[47]:          # IORING_OP_SEND_ZC
         p.off_reason = 'the kernel has no IORING_OP_SEND_ZC'
     return p
