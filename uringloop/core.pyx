@@ -71,7 +71,7 @@ import warnings
 import weakref
 from asyncio import unix_events
 from asyncio import (base_events, constants, events, exceptions, futures,
-                     protocols, sslproto, transports, trsock)
+                     format_helpers, protocols, sslproto, transports, trsock)
 from asyncio.log import logger
 
 cdef extern from "debug.h":
@@ -247,6 +247,27 @@ cdef object convert_error(int res):
     if res == -ECANCELED:
         return exceptions.CancelledError()
     return OSError(-res, os.strerror(-res))
+
+
+Handle = events.Handle
+TimerHandle = events.TimerHandle
+
+
+cdef int run_handle(object handle) except -1:
+    """What asyncio.Handle._run does, without its Python frame: run the
+    callback in its context, hand an exception to the exception handler."""
+    try:
+        handle._context.run(handle._callback, *handle._args)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        callback = format_helpers._format_callback_source(handle._callback, handle._args)
+        context = {'message': f'Exception in callback {callback}',
+                   'exception': exc, 'handle': handle}
+        if handle._source_traceback:
+            context['source_traceback'] = handle._source_traceback
+        handle._loop.call_exception_handler(context)
+    return 0
 
 
 cdef inline double monotonic() noexcept nogil:
@@ -556,6 +577,8 @@ cdef class RingLoop:
                                        base_events._format_handle(handle), dt)
                 finally:
                     self._current_handle = None
+            elif type(handle) is Handle or type(handle) is TimerHandle:
+                run_handle(handle)
             else:
                 handle._run()
         return 0
