@@ -31,6 +31,7 @@ extension = Extension(
         "uringloop/transports/pipes.pyx", "uringloop/transports/pipes.pxd",
         "uringloop/transports/zerocopy.pyx", "uringloop/transports/zerocopy.pxd",
         "uringloop/buffer_pool.pyx", "uringloop/buffer_pool.pxd", "uringloop/debug.h",
+        "uringloop/sockops.pxd",
         "uringloop/zcrx.pyx", "uringloop/zcrx.pxd", "uringloop/ring/zcrx.h",
     ],
     extra_compile_args=["-O2", "-Wno-unused-function"]

@@ -2,8 +2,9 @@
 # includes (operation.pyx, sockops.pyx, fdwatch.pyx).
 
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t
+from cpython.buffer cimport Py_buffer
 from .includes.ring cimport (ul_ring, ul_buf_ring, io_uring_sqe, msghdr, iovec,
-                             sockaddr_storage, ul_zcrx_rq)
+                             sockaddr_storage, socklen_t, ul_zcrx_rq)
 
 
 cdef class Operation:
@@ -70,6 +71,24 @@ cdef class RingLoop:
     cdef int ensure_recv_buffers(self) except -1
 
 
+# Requests of the loop itself (bodies in core.pyx)
+
+cdef class ChildWatch(Operation):
+    cdef int pid
+    cdef int pidfd
+    cdef object transp
+    cdef int arm(self) except -1
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
+
+
+cdef class SignalWakeRecv(Operation):
+    cdef int fd
+    cdef char buf[256]
+    cdef int arm(self) except -1
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
+
+
+include "sockops.pxd"
 include "buffer_pool.pxd"
 include "zcrx.pxd"
 include "transports/base.pxd"

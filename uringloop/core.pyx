@@ -1067,9 +1067,6 @@ cdef class RingLoop:
 @cython.final
 cdef class ChildWatch(Operation):
     """A POLL_ADD on a pidfd: readable once the child has exited."""
-    cdef int pid
-    cdef int pidfd
-    cdef object transp
 
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
@@ -1132,8 +1129,6 @@ def _sighandler_noop(signum, frame):
 cdef class SignalWakeRecv(Operation):
     """The standing RECV on the signal wakeup socket (signal.set_wakeup_fd
     writes one byte per signal)."""
-    cdef int fd
-    cdef char buf[256]
 
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)

@@ -85,10 +85,6 @@ cdef object sockaddr_to_py(sockaddr_storage *ss, socklen_t addrlen):
 cdef class LeftOver:
     """What arrived for a receive or accept whose waiter was cancelled, kept
     for the next call on the same socket."""
-    cdef object sock_ref
-    cdef bytearray data
-    cdef list conns
-    cdef list datagrams              # (bytes, address)
 
 
 cdef LeftOver leftover_for(RingLoop loop, int fd, object sock):
@@ -128,11 +124,6 @@ cdef object take_leftover_data(RingLoop loop, int fd, object sock, Py_ssize_t n)
 
 
 cdef class SocketOperation(Operation):
-    # (declared here, not in core.pxd: only this file uses these classes)
-    cdef object sock
-    cdef int fd
-    cdef Py_buffer view
-    cdef bint has_view
 
     cdef int hold_buffer(self, object buf, int flags) except -1:
         try:
@@ -181,8 +172,6 @@ cdef class SocketOperation(Operation):
 
 @cython.final
 cdef class RecvOp(SocketOperation):
-    cdef bytes data
-    cdef Py_ssize_t size
 
     cdef int retry(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
@@ -206,7 +195,6 @@ cdef class RecvOp(SocketOperation):
 
 @cython.final
 cdef class RecvIntoOp(SocketOperation):
-    cdef Py_ssize_t size
 
     cdef int retry(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
@@ -222,7 +210,6 @@ cdef class RecvIntoOp(SocketOperation):
 
 @cython.final
 cdef class SendAllOp(SocketOperation):
-    cdef Py_ssize_t offset
 
     cdef int retry(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
@@ -247,8 +234,6 @@ cdef class SendAllOp(SocketOperation):
 
 @cython.final
 cdef class AcceptOp(SocketOperation):
-    cdef sockaddr_storage addr
-    cdef socklen_t addrlen
 
     cdef int retry(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
@@ -275,9 +260,6 @@ cdef class AcceptOp(SocketOperation):
 
 @cython.final
 cdef class ConnectOp(SocketOperation):
-    cdef sockaddr_storage addr
-    cdef socklen_t addrlen
-    cdef object address
 
     cdef int retry(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
@@ -302,11 +284,6 @@ cdef class ConnectOp(SocketOperation):
 @cython.final
 cdef class RecvMsgOp(SocketOperation):
     """recvfrom / recvfrom_into: RECVMSG with room for the sender address."""
-    cdef msghdr msg
-    cdef iovec iov
-    cdef sockaddr_storage addr
-    cdef bytes data          # None for recvfrom_into
-    cdef Py_ssize_t size
 
     cdef int retry(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
@@ -355,10 +332,6 @@ cdef class RecvMsgOp(SocketOperation):
 @cython.final
 cdef class SendMsgOp(SocketOperation):
     """sendto: SENDMSG with a destination address."""
-    cdef msghdr msg
-    cdef iovec iov
-    cdef sockaddr_storage addr
-    cdef socklen_t addrlen
 
     cdef int retry(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
@@ -381,7 +354,6 @@ cdef class SendMsgOp(SocketOperation):
 @cython.final
 cdef class ReadOp(SocketOperation):
     """READ from a file at an offset (sock_sendfile's source)."""
-    cdef uint64_t offset
 
     cdef int retry(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)

@@ -1,0 +1,80 @@
+# Declarations of the sock_* operations (bodies in sockops.pyx).
+
+
+cdef class LeftOver:
+    cdef object sock_ref
+    cdef bytearray data
+    cdef list conns
+    cdef list datagrams              # (bytes, address)
+
+
+cdef class SocketOperation(Operation):
+    cdef object sock
+    cdef int fd
+    cdef Py_buffer view
+    cdef bint has_view
+    cdef int hold_buffer(self, object buf, int flags) except -1
+    cdef int release_buffer(self) except -1
+    cdef int release(self) except -1
+    cdef int retry(self) except -1
+    cdef int finish_with_count(self, int32_t res) except -1
+    cdef bint should_retry(self, int32_t res)
+
+
+cdef class RecvOp(SocketOperation):
+    cdef bytes data
+    cdef Py_ssize_t size
+    cdef int retry(self) except -1
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
+
+
+cdef class RecvIntoOp(SocketOperation):
+    cdef Py_ssize_t size
+    cdef int retry(self) except -1
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
+
+
+cdef class SendAllOp(SocketOperation):
+    cdef Py_ssize_t offset
+    cdef int retry(self) except -1
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
+
+
+cdef class AcceptOp(SocketOperation):
+    cdef sockaddr_storage addr
+    cdef socklen_t addrlen
+    cdef int retry(self) except -1
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
+
+
+cdef class ConnectOp(SocketOperation):
+    cdef sockaddr_storage addr
+    cdef socklen_t addrlen
+    cdef object address
+    cdef int retry(self) except -1
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
+
+
+cdef class RecvMsgOp(SocketOperation):
+    cdef msghdr msg
+    cdef iovec iov
+    cdef sockaddr_storage addr
+    cdef bytes data          # None for recvfrom_into
+    cdef Py_ssize_t size
+    cdef int retry(self) except -1
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
+
+
+cdef class SendMsgOp(SocketOperation):
+    cdef msghdr msg
+    cdef iovec iov
+    cdef sockaddr_storage addr
+    cdef socklen_t addrlen
+    cdef int retry(self) except -1
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
+
+
+cdef class ReadOp(SocketOperation):
+    cdef uint64_t offset
+    cdef int retry(self) except -1
+    cdef int complete(self, int32_t res, uint32_t flags) except -1
