@@ -501,6 +501,19 @@ cdef class RingLoop:
         """The loop's clock: CLOCK_MONOTONIC, as time.monotonic()."""
         return monotonic()
 
+    def call_soon(self, callback, *args, context=None):
+        """As BaseEventLoop.call_soon (same checks, same Handle), without
+        its two Python frames when the loop is not in debug mode.  Raises
+        RuntimeError on a closed loop."""
+        if self._debug:
+            return base_events.BaseEventLoop.call_soon(self, callback, *args,
+                                                        context=context)
+        if self._closed:
+            raise RuntimeError('Event loop is closed')
+        handle = Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
+
     def _run_once(self):
         cdef object scheduled = self._scheduled
         cdef object handle
