@@ -493,6 +493,40 @@ def test_tls_streams_with_a_self_signed_certificate(self_signed_cert):
     run(main())
 
 
+def test_tls_connections_inherit_the_listeners_zero_copy_settings(self_signed_cert):
+    cert, key = self_signed_cert
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context(cafile=cert)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        accepted = loop.create_future()
+
+        class Server(asyncio.Protocol):
+            def connection_made(self, transport):
+                accepted.set_result(transport)
+
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        uringloop.set_zerocopy(listener, mode=uringloop.ZC_ALWAYS, threshold=1)
+        server = await loop.create_server(Server, sock=listener, ssl=server_ctx)
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", listener.getsockname()[1], ssl=client_ctx, server_hostname="localhost")
+        tls = await accepted
+        stats = tls.get_extra_info("zerocopy")     # the raw transport's policy
+        assert stats["mode"] == "always" and stats["threshold"] == 1
+        tls.write(b"x" * 100_000)
+        assert await reader.readexactly(100_000) == b"x" * 100_000
+        assert tls.get_extra_info("zerocopy")["zerocopy_sends"] >= 1
+        writer.close()
+        tls.close()
+        server.close()
+        await server.wait_closed()
+
+    run(main())
+
+
 def test_loop_sendfile_over_a_transport(tmp_path):
     path = tmp_path / "file"
     payload = os.urandom(3 * 1024 * 1024 + 5)

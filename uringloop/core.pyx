@@ -672,12 +672,15 @@ cdef class RingLoop:
                             *, server_side=False, server_hostname=None,
                             extra=None, server=None,
                             ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
-                            ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+                            ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
+                            listener=None):
+        # listener: the listening socket of an accepted connection, whose
+        # set_zerocopy() settings the connection inherits
         ssl_protocol = sslproto.SSLProtocol(
             self, protocol, sslcontext, waiter, server_side, server_hostname,
             ssl_handshake_timeout=ssl_handshake_timeout,
             ssl_shutdown_timeout=ssl_shutdown_timeout)
-        new_stream_transport(self, rawsock, ssl_protocol, None, extra, server)
+        new_stream_transport(self, rawsock, ssl_protocol, None, extra, server, listener)
         return ssl_protocol._app_transport
 
     def _make_datagram_transport(self, sock, protocol, address=None,
@@ -771,7 +774,7 @@ cdef class RingLoop:
         if op.sslcontext is not None:
             self.create_task(self._accept_connection2(
                 op.protocol_factory, conn, extra, op.sslcontext, op.server,
-                op.ssl_handshake_timeout, op.ssl_shutdown_timeout))
+                op.ssl_handshake_timeout, op.ssl_shutdown_timeout, listener=op.sock))
             return
         try:
             protocol = op.protocol_factory()
@@ -789,7 +792,8 @@ cdef class RingLoop:
     async def _accept_connection2(self, protocol_factory, conn, extra,
                                   sslcontext=None, server=None,
                                   ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
-                                  ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+                                  ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
+                                  listener=None):
         protocol = None
         transport = None
         try:
@@ -799,7 +803,7 @@ cdef class RingLoop:
                 conn, protocol, sslcontext, waiter=waiter, server_side=True,
                 extra=extra, server=server,
                 ssl_handshake_timeout=ssl_handshake_timeout,
-                ssl_shutdown_timeout=ssl_shutdown_timeout)
+                ssl_shutdown_timeout=ssl_shutdown_timeout, listener=listener)
             try:
                 await waiter
             except BaseException:
