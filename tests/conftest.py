@@ -13,6 +13,7 @@ import gc
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -197,5 +198,37 @@ def run_tests_in(tree, python, env, files):
                 if "still alive" in line or line.startswith(("FAILED", "ERROR tests"))]
     assert out.returncode == 0, "\n".join(findings) + "\n" + out.stdout[-3000:]
     assert " passed" in out.stdout
+    return out.stdout
+
+
+TINY_MEMLOCK_PREAMBLE = """
+import asyncio, os, resource, uringloop
+resource.setrlimit(resource.RLIMIT_MEMLOCK, (1 << 20, 1 << 20))
+async def sink_connection():
+    # (loop, transport in ZC_ALWAYS mode, bytes received, closed future)
+    loop = asyncio.get_running_loop()
+    done = loop.create_future(); got = bytearray()
+    class Sink(asyncio.Protocol):
+        def data_received(self, d): got.extend(d)
+        def connection_lost(self, exc): done.set_result(exc)
+    srv = await loop.create_server(Sink, '127.0.0.1', 0)
+    tr, _ = await loop.create_connection(asyncio.Protocol, *srv.sockets[0].getsockname())
+    tr.get_extra_info('socket').setsockopt(uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+    return loop, tr, got, done
+"""
+
+
+def run_with_tiny_memlock(body):
+    """Run `body` (an async main() that may use sink_connection()) in a child
+    whose RLIMIT_MEMLOCK is 1 MiB.  Root has CAP_IPC_LOCK, which makes the
+    kernel skip that limit, so a root child drops it with setpriv."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() == 0 and setpriv is None:
+        pytest.skip("setpriv (util-linux) needed to drop CAP_IPC_LOCK")
+    prefix = [setpriv, "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock"] if os.geteuid() == 0 else []
+    code = TINY_MEMLOCK_PREAMBLE + body + "\nuringloop.run(main(), strict=True)\n"
+    out = subprocess.run(prefix + [sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
 

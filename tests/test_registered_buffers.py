@@ -4,13 +4,13 @@ kernel refuses the registration (RLIMIT_MEMLOCK)."""
 import asyncio
 import ctypes
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 import uringloop
+from conftest import run_with_tiny_memlock
 
 pytestmark = pytest.mark.skipif(
     not uringloop.features()["opcodes"].get("SEND_ZC"),
@@ -214,18 +214,11 @@ def test_udp_from_registered_buffers_into_a_dropping_sink_is_zero_copy(udp_sink_
     assert out.stdout.split() == ["200", "200", "0", "True", "True"]
 
 
-MEMLOCK_CHILD = """
-import asyncio, os, resource, uringloop
-resource.setrlimit(resource.RLIMIT_MEMLOCK, (1 << 20, 1 << 20))
+def test_memlock_too_small_for_registration_falls_back_with_data_intact():
+    """Registration pins the pages against RLIMIT_MEMLOCK too."""
+    out = run_with_tiny_memlock("""
 async def main():
-    loop = asyncio.get_running_loop()
-    done = loop.create_future(); got = bytearray()
-    class Sink(asyncio.Protocol):
-        def data_received(self, d): got.extend(d)
-        def connection_lost(self, exc): done.set_result(exc)
-    srv = await loop.create_server(Sink, '127.0.0.1', 0)
-    tr, _ = await loop.create_connection(asyncio.Protocol, *srv.sockets[0].getsockname())
-    tr.get_extra_info('socket').setsockopt(uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+    loop, tr, got, done = await sink_connection()
     buf = loop.zerocopy_buffer(3 << 20)
     payload = os.urandom(len(buf))
     memoryview(buf)[:] = payload
@@ -233,19 +226,6 @@ async def main():
     tr.close(); await done
     assert got == payload, "data differs"
     print("OK", buf.registered, r.nbytes, loop.stats()['buffer_pool']['unregistered_reason'])
-uringloop.run(main(), strict=True)
-"""
-
-
-def test_memlock_too_small_for_registration_falls_back_with_data_intact():
-    """Registration pins the pages against RLIMIT_MEMLOCK unless the process
-    has CAP_IPC_LOCK, so a root child drops it from its bounding set."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() == 0 and setpriv is None:
-        pytest.skip("setpriv (util-linux) needed to drop CAP_IPC_LOCK")
-    prefix = [setpriv, "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock"] if os.geteuid() == 0 else []
-    out = subprocess.run(prefix + [sys.executable, "-c", MEMLOCK_CHILD],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.startswith("OK False 3145728 registering 4194304 bytes: "), out.stdout
-    assert "RLIMIT_MEMLOCK" in out.stdout
+""")
+    assert out.startswith("OK False 3145728 registering 4194304 bytes: "), out
+    assert "RLIMIT_MEMLOCK" in out

@@ -4,7 +4,6 @@ IORING_NOTIF_USAGE_ZC_COPIED): that is what auto mode must detect."""
 import asyncio
 import errno
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import textwrap
 import pytest
 
 import uringloop
+from conftest import run_with_tiny_memlock
 
 pytestmark = pytest.mark.skipif(
     not uringloop.features()["opcodes"].get("SEND_ZC"),
@@ -257,39 +257,19 @@ def test_loop_wide_default_from_the_environment():
     assert out.stdout.split() == ["never", "65536"], out.stderr
 
 
-MEMLOCK_CHILD = """
-import asyncio, os, resource, uringloop
-resource.setrlimit(resource.RLIMIT_MEMLOCK, (1 << 20, 1 << 20))
+def test_memlock_too_small_for_pinning_falls_back_with_data_intact():
+    """Non-fixed SEND_ZC pins the pages against RLIMIT_MEMLOCK."""
+    out = run_with_tiny_memlock("""
 async def main():
-    loop = asyncio.get_running_loop()
-    done = loop.create_future(); got = bytearray()
-    class Sink(asyncio.Protocol):
-        def data_received(self, d): got.extend(d)
-        def connection_lost(self, exc): done.set_result(exc)
-    srv = await loop.create_server(Sink, '127.0.0.1', 0)
-    tr, _ = await loop.create_connection(asyncio.Protocol, *srv.sockets[0].getsockname())
-    tr.get_extra_info('socket').setsockopt(uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+    loop, tr, got, done = await sink_connection()
     payload = os.urandom(4 << 20)
     tr.write(payload)
     r = await tr.write_zerocopy(bytearray(payload))
     tr.close(); await done
     assert got == payload * 2, "data differs"
     print("OK", r, tr.get_extra_info('zerocopy')['zerocopy_sends'])
-uringloop.run(main(), strict=True)
-"""
-
-
-def test_memlock_too_small_for_pinning_falls_back_with_data_intact():
-    """Non-fixed SEND_ZC pins the pages against RLIMIT_MEMLOCK; root has
-    CAP_IPC_LOCK, so the child drops it from its bounding set."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() == 0 and setpriv is None:
-        pytest.skip("setpriv (util-linux) needed to drop CAP_IPC_LOCK")
-    prefix = [setpriv, "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock"] if os.geteuid() == 0 else []
-    out = subprocess.run(prefix + [sys.executable, "-c", MEMLOCK_CHILD],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.startswith("OK ZeroCopyResult(nbytes=4194304, zerocopy=False)")
+""")
+    assert out.startswith("OK ZeroCopyResult(nbytes=4194304, zerocopy=False)")
 
 
 SINK_CHILD = """
