@@ -1,7 +1,6 @@
 """sock_* methods: real sockets over TCP (IPv4, IPv6), Unix streams and UDP,
 checked byte for byte; cancellation with the kernel holding the buffer."""
 import asyncio
-import errno
 import os
 import socket
 import tempfile

@@ -30,7 +30,6 @@ cdef class BufferPool:
     cdef object unregistered_reason  # why a region could not be registered
     cdef size_t registered_bytes
     cdef size_t unregistered_bytes
-    cdef bint closed
 
     cdef RegisteredBuffer allocate(self, ul_ring *ring, size_t length)
     cdef register(self, ul_ring *ring, PoolRegion region)

@@ -199,9 +199,6 @@ cdef class BufferPool:
     cdef register(self, ul_ring *ring, PoolRegion region):
         cdef int ret
         cdef unsigned slot
-        if ring == NULL or self.closed:
-            self.unregistered_bytes += region.size
-            return
         if self.table_slots < 0:
             ret = ul_ring_register_buffer_table(ring, TABLE_SLOTS)
             if ret < 0:
@@ -249,7 +246,6 @@ cdef class BufferPool:
     cdef int close(self) except -1:
         """The ring is going away: its registrations with it.  Buffers still
         referenced stay valid memory (their regions live on with them)."""
-        self.closed = True
         for r in self.regions:
             (<PoolRegion>r).index = -1
         self.regions = []
