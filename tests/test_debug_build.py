@@ -20,7 +20,8 @@ import pytest
 from conftest import run_tests_in
 
 CHECKED = ["tests/test_transports.py", "tests/test_zerocopy.py",
-           "tests/test_registered_buffers.py", "tests/test_stress.py"]
+           "tests/test_registered_buffers.py", "tests/test_stress.py",
+           "tests/test_zcrx.py"]
 
 
 def test_transports_and_zero_copy_leak_nothing_in_the_debug_build(tmp_path, debug_build):

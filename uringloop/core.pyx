@@ -45,7 +45,7 @@ on its data structures (_ready, _scheduled), so behaviour matches the stdlib.
 
 cimport cython
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
-from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, Py_buffer,
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBuffer_FillInfo, Py_buffer,
                              PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_FORMAT, PyBUF_ND,
                              PyBUF_STRIDES)
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
@@ -85,6 +85,7 @@ cdef extern from "debug.h":
         UL_LIVE_BUFFER_VIEWS
         UL_LIVE_POOL_REGIONS
         UL_LIVE_REGISTERED_BUFFERS
+        UL_LIVE_ZCRX_PIECES
     void UL_COUNT(int kind, long delta)
     long UL_LIVE(int kind)
 
@@ -102,6 +103,7 @@ def debug_counters():
         'buffer_views': UL_LIVE(UL_LIVE_BUFFER_VIEWS),
         'pool_regions': UL_LIVE(UL_LIVE_POOL_REGIONS),
         'registered_buffers': UL_LIVE(UL_LIVE_REGISTERED_BUFFERS),
+        'zcrx_pieces': UL_LIVE(UL_LIVE_ZCRX_PIECES),
     }
 
 
@@ -119,7 +121,7 @@ cdef inline void drop_view(Py_buffer *view) noexcept:
 
 cdef extern from "<errno.h>" nogil:
     int EINTR, EAGAIN, ECANCELED, ETIME, EBUSY, EEXIST, EINVAL, ENOBUFS
-    int EMFILE, ENFILE, ENOMEM
+    int EMFILE, ENFILE, ENOMEM, ENOSPC
 
 cdef extern from "<sys/eventfd.h>" nogil:
     int eventfd(unsigned int initval, int flags)
@@ -322,6 +324,7 @@ cdef class RingLoop:
         self.readers = {}
         self.writers = {}
         self.accepting = {}
+        self.zcrx_users = []
         self.recv_leftover = {}
         self._transports = weakref.WeakValueDictionary()
         self.ops_in_flight = 0
@@ -1024,6 +1027,11 @@ cdef class RingLoop:
                 "uringloop: this loop was created in another process; a "
                 "forked child must create its own loop")
 
+    def _detach_zcrx(self):
+        users, self.zcrx_users = self.zcrx_users, []
+        for zcrx in users:
+            (<ZeroCopyReceive>zcrx).detach()
+
     def _stop_fd_watches(self):
         for op in self.accepting.values():
             (<ServerAccept>op).stop()
@@ -1200,6 +1208,7 @@ class Loop(RingLoop, base_events.BaseEventLoop):
         else:
             for sig in list(self._signal_handlers):
                 self.remove_signal_handler(sig)
+        self._detach_zcrx()
         self._stop_fd_watches()
         base_events.BaseEventLoop.close(self)
         self._close_ring()

@@ -19,6 +19,7 @@ enum {
     UL_LIVE_BUFFER_VIEWS,      /* PyObject_GetBuffer exports held */
     UL_LIVE_POOL_REGIONS,      /* registered-buffer regions mapped */
     UL_LIVE_REGISTERED_BUFFERS,
+    UL_LIVE_ZCRX_PIECES,       /* zero-copy receive pieces not given back */
     UL_LIVE_KINDS
 };
 

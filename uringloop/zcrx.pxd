@@ -7,6 +7,20 @@ cdef class RefillQueue:
     cdef bint has_view
 
 
+cdef class ZeroCopyPiece:
+    cdef ZeroCopyReceive owner       # None once given back
+    cdef object area                 # keeps the area mapped while a view lives
+    cdef char *ptr
+    cdef uint64_t rqe_off            # what goes back through the refill queue
+    cdef uint32_t length
+    cdef Py_ssize_t exports          # live buffer views
+    cdef bint delivered              # the protocol's callback has returned
+    cdef bint held                   # hold() called: back only on release()
+
+    cdef int give_back(self) except -1
+    cdef int delivered_now(self) except -1
+
+
 cdef class ZeroCopyReceive:
     cdef readonly str interface
     cdef readonly unsigned queue
@@ -18,10 +32,38 @@ cdef class ZeroCopyReceive:
     cdef ul_ring ring                 # the dedicated CQE32 ring, once set up
     cdef bint ring_open
     cdef object area                  # mmap of the payload area
+    cdef char *area_base
     cdef object region                # mmap of the refill queue region
     cdef readonly RefillQueue refill
     cdef readonly uint32_t zcrx_id
     cdef readonly uint64_t area_token
 
+    # the data path (bound to the loop whose thread registered the queue)
+    cdef RingLoop loop
+    cdef int efd                      # the ring's eventfd, watched by the loop
+    cdef bint simulated               # tests: no kernel queue behind the area
+    cdef dict conns                   # user_data token -> StreamTransport
+    cdef uint64_t next_token
+    cdef list returns_waiting         # (off, len) the full refill queue refused
+    cdef list starved                 # transports stopped for area pressure
+    cdef bint in_batch
+    cdef readonly Py_ssize_t outstanding_bytes   # pieces not given back
+    cdef readonly uint64_t zerocopy_bytes
+    cdef readonly uint64_t pieces
+    cdef readonly Py_ssize_t high_water
+    cdef readonly Py_ssize_t low_water
+
     cdef int attempt(self) except -1
+    cdef int open_ring(self) except -1
     cdef release_ring(self)
+    cdef int bind(self, RingLoop loop) except -1
+    cdef bint serves(self, RingLoop loop)
+    cdef int arm(self, object tr) except -1
+    cdef int disarm(self, object tr) except -1
+    cdef int submit(self) except -1
+    cdef int reap(self) except -1
+    cdef int complete(self, uint64_t token, int32_t res, uint32_t flags,
+                      uint64_t off) except -1
+    cdef int give(self, uint64_t off, uint32_t length) except -1
+    cdef int commit(self) except -1
+    cdef int detach(self) except -1

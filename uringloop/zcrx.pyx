@@ -6,15 +6,31 @@
 # reaped for every request of every transport, for the sake of one kind of
 # request; so each ZeroCopyReceive makes a second ring with CQE32 |
 # DEFER_TASKRUN | SINGLE_ISSUER that carries the registration and the
-# RECV_ZC requests, and whose fd the loop's ring watches.
+# RECV_ZC requests.  An eventfd registered on that ring is watched by the
+# loop (add_reader): the kernel signals it when RECV_ZC work is queued for
+# us; the callback enters the ring (which runs that work and posts the
+# CQEs), reaps the 32-byte completions and hands each piece to its
+# connection.
 #
-# What works here: the registration attempt (IORING_REGISTER_ZCRX_IFQ with an
-# area and a refill queue), its documented fall-back, and the refill-queue
-# bookkeeping (RefillQueue, tested on real memory in the kernel's layout).
-# No NIC of the development machine supports zcrx (loopback, veth and
-# virtio-net refuse the registration), so connections always receive with
-# the ordinary multishot RECV today; the RECV_ZC data path is the next step
-# and cannot be run against a kernel data path here.
+# The data path.  Each accepted connection of a registered server arms one
+# multishot RECV_ZC.  A completion names a piece of the area (off, res); the
+# connection's protocol gets it either as a ZeroCopyPiece -- a read-only
+# buffer, when the protocol has a zerocopy_received(piece) method -- or as
+# ordinary bytes (one copy, then the piece goes straight back).  A piece goes
+# back through the refill queue when the callback has returned and no view
+# of it is alive, or, after piece.hold(), on piece.release().  Pieces the
+# protocols still hold are counted; past high_water (half the area) the
+# connection that just received stops its RECV_ZC, and every connection so
+# stopped starts again once the held bytes fall under low_water (a quarter):
+# the area never runs dry under a slow protocol, TCP throttles the peer.
+#
+# What ran here: the registration attempt and its documented fall-back, the
+# refill-queue bookkeeping, and the data path from the completion onward on
+# a simulated area (ZeroCopyReceive._simulated(): real memory in the
+# kernel's layout, a real CQE32 ring and eventfd, completions fed by the
+# test in place of a NIC).  No NIC of the development machine supports zcrx
+# (loopback, veth and virtio-net refuse the registration), so RECV_ZC itself
+# has not run against a kernel data path.
 
 import mmap as _mmap
 
@@ -83,6 +99,94 @@ cdef class RefillQueue:
         return rqe.off, rqe.len
 
 
+# no_gc_clear: a piece caught in a cycle must still reach its owner in
+# __dealloc__ to give its bytes back to the kernel.
+@cython.final
+@cython.no_gc_clear
+cdef class ZeroCopyPiece:
+    """Bytes a connection received into a zero-copy receive area, without a
+    copy: a read-only buffer (memoryview(piece), bytes(piece), len(piece)).
+
+    A protocol with a zerocopy_received(piece) method gets these instead of
+    data_received(bytes).  The piece goes back to the kernel when that
+    callback has returned and no memoryview of it is alive any more -- so a
+    view kept past the callback keeps the bytes valid until it is released.
+    piece.hold() keeps it without a view until piece.release().  Reading a
+    piece that went back raises ValueError."""
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        if self.owner is None:
+            raise ValueError('the piece was given back to the kernel')
+        if flags & PyBUF_WRITABLE:
+            raise BufferError('a zero-copy receive piece is read-only')
+        PyBuffer_FillInfo(view, self, self.ptr, self.length, 1, flags)
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self.exports -= 1
+        if self.exports == 0 and self.delivered and not self.held:
+            self.give_back()
+
+    def __len__(self):
+        return self.length
+
+    def __bytes__(self):
+        return self.tobytes()
+
+    def tobytes(self):
+        """A copy of the bytes."""
+        if self.owner is None:
+            raise ValueError('the piece was given back to the kernel')
+        return PyBytes_FromStringAndSize(self.ptr, self.length)
+
+    @property
+    def returned(self):
+        """True once the bytes went back to the kernel."""
+        return self.owner is None
+
+    def hold(self):
+        """Keep the piece after the callback returns, until release()."""
+        if self.owner is None:
+            raise ValueError('the piece was given back to the kernel')
+        self.held = True
+
+    def release(self):
+        """Give the bytes back to the kernel now.  Raises BufferError while a
+        memoryview of the piece is alive; does nothing if already back."""
+        if self.owner is None:
+            return
+        if self.exports:
+            raise BufferError(f'{self.exports} view(s) of the piece are still alive')
+        self.held = False
+        self.give_back()
+
+    cdef int delivered_now(self) except -1:
+        self.delivered = True
+        if self.exports == 0 and not self.held:
+            self.give_back()
+        return 0
+
+    cdef int give_back(self) except -1:
+        cdef ZeroCopyReceive owner = self.owner
+        if owner is None:
+            return 0
+        self.owner = None
+        UL_COUNT(UL_LIVE_ZCRX_PIECES, -1)
+        owner.give(self.rqe_off, self.length)
+        return 0
+
+    def __dealloc__(self):
+        if self.owner is not None:
+            try:
+                self.give_back()
+            except BaseException:
+                pass
+
+    def __repr__(self):
+        state = 'given back' if self.owner is None else ('held' if self.held else 'live')
+        return f'<ZeroCopyPiece {self.length} bytes, {state}>'
+
+
 def zcrx_offset(unsigned area_id, uint64_t offset):
     """The off value of a zcrx CQE or refill entry: area_id << 48 | offset."""
     if offset > UL_ZCRX_OFFSET_MASK:
@@ -142,6 +246,8 @@ cdef class ZeroCopyReceive:
         self.queue = queue
         self.area_size = (area_size + 4095) & ~4095
         self.refill_entries = refill_entries
+        self.high_water = self.area_size // 2
+        self.low_water = self.area_size // 4
 
     def register(self):
         """Try the registration once (later calls return the first answer):
@@ -167,13 +273,9 @@ cdef class ZeroCopyReceive:
                                self.interface, self.queue, self.reason)
         return self.registered
 
-    cdef int attempt(self) except -1:
-        cdef int ret
-        cdef ul_zcrx_ifq_reg reg
-        cdef ul_zcrx_area_reg area_reg
-        cdef Py_buffer area_view, region_view
-        cdef size_t region_size
-        ifindex = socket.if_nametoindex(self.interface)      # OSError: no device
+    cdef int open_ring(self) except -1:
+        """The dedicated CQE32 | DEFER_TASKRUN ring and its eventfd."""
+        cdef int ret, fd
         ret = ul_ring_init(&self.ring, 64, 4096, UL_SETUP_CQE32 | IORING_SETUP_DEFER_TASKRUN
                            | IORING_SETUP_SINGLE_ISSUER)
         if ret < 0:
@@ -183,6 +285,26 @@ cdef class ZeroCopyReceive:
                 not (self.ring.setup_flags & IORING_SETUP_DEFER_TASKRUN):
             self.release_ring()
             raise OSError(_errno.EINVAL, 'the kernel refused a CQE32 | DEFER_TASKRUN ring')
+        fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)
+        if fd < 0:
+            err = errno
+            self.release_ring()
+            raise OSError(err, 'eventfd failed')
+        self.efd = fd
+        ret = ul_ring_register(&self.ring, IORING_REGISTER_EVENTFD, &fd, 1)
+        if ret < 0:
+            self.release_ring()
+            raise OSError(-ret, f'cannot register the eventfd: {os.strerror(-ret)}')
+        return 0
+
+    cdef int attempt(self) except -1:
+        cdef int ret
+        cdef ul_zcrx_ifq_reg reg
+        cdef ul_zcrx_area_reg area_reg
+        cdef Py_buffer area_view, region_view
+        cdef size_t region_size
+        ifindex = socket.if_nametoindex(self.interface)      # OSError: no device
+        self.open_ring()
         # region: the kernel's head/tail header, then the entries
         region_size = (4096 + self.refill_entries * sizeof(ul_zcrx_rqe) + 4095) & ~(<size_t>4095)
         self.area = _mmap.mmap(-1, self.area_size)
@@ -193,6 +315,7 @@ cdef class ZeroCopyReceive:
             ret = ul_zcrx_register(&self.ring, ifindex, self.queue, self.refill_entries,
                                    area_view.buf, self.area_size,
                                    region_view.buf, region_size, &reg, &area_reg)
+            self.area_base = <char *>area_view.buf
         finally:
             drop_view(&area_view)
             drop_view(&region_view)
@@ -200,40 +323,327 @@ cdef class ZeroCopyReceive:
             self.release_ring()
             raise OSError(-ret, os.strerror(-ret))
         self.registered = True
+        self.reason = None
         self.zcrx_id = reg.zcrx_id
         self.area_token = area_reg.rq_area_token
         self.refill = RefillQueue(self.region, reg.offsets.head, reg.offsets.tail,
                                   reg.offsets.rqes, self.refill_entries)
-        self.reason = ('the queue is registered, but this version receives with '
-                       'ordinary RECV: the RECV_ZC data path is not implemented yet')
         return 0
 
     cdef release_ring(self):
+        if self.efd >= 0:
+            os.close(self.efd)
+            self.efd = -1
         if self.ring_open:
-            ul_ring_exit(&self.ring)
+            ul_ring_exit(&self.ring)       # unbinds the queue
             self.ring_open = False
-        for memory in (self.area, self.region):
-            if memory is not None:
-                memory.close()
+        # The area stays mapped while a piece still refers to it (pieces
+        # keep the mmap object); only our references go.
         self.area = self.region = None
+        self.area_base = NULL
 
-    def close(self):
-        """Unbind the queue and free the area (closing the ring does both)."""
+    @classmethod
+    def _simulated(cls, *, area_size=1 << 20, refill_entries=64, area_id=3):
+        """Tests only: a ZeroCopyReceive whose area and refill queue are real
+        memory in the kernel's layout (head at 0, tail at 4, entries at 64)
+        with a real CQE32 ring and eventfd, but no NIC queue behind it.  The
+        test writes payload into area_memory() and calls _feed() where the
+        kernel would post a RECV_ZC completion."""
+        cdef ZeroCopyReceive self = cls('simulated', area_size=area_size,
+                                        refill_entries=refill_entries)
+        cdef Py_buffer view
+        self.tried = True
+        self.simulated = True
+        self.open_ring()
+        self.area = _mmap.mmap(-1, self.area_size)
+        self.region = _mmap.mmap(-1, 4096 + self.refill_entries * sizeof(ul_zcrx_rqe))
+        hold_view(self.area, &view, PyBUF_WRITABLE)
+        self.area_base = <char *>view.buf
+        drop_view(&view)
+        self.refill = RefillQueue(self.region, 0, 4, 64, self.refill_entries)
+        self.area_token = <uint64_t>area_id << UL_ZCRX_AREA_SHIFT
+        self.registered = True
+        return self
+
+    def area_memory(self):
+        """Tests only (simulated): the area, writable, as the NIC sees it."""
+        if not self.simulated:
+            raise RuntimeError('only a simulated zero-copy receive exposes its area')
+        return memoryview(self.area)
+
+    def _region_memory(self):
+        """Tests only (simulated): the refill queue region (head at 0, tail at
+        4, entries at 64), to play the kernel's side of it."""
+        if not self.simulated:
+            raise RuntimeError('only a simulated zero-copy receive exposes its region')
+        return memoryview(self.region)
+
+    def _feed(self, transport, int32_t res, uint64_t offset, bint more=True):
+        """Tests only (simulated): what a RECV_ZC completion for transport
+        would do -- res bytes at offset in the area, F_MORE set unless more
+        is False."""
+        cdef StreamTransport tr = transport
+        if not self.simulated:
+            raise RuntimeError('only a simulated zero-copy receive takes fed completions')
+        if tr.zc_token == 0 or tr.zc_token not in self.conns:
+            raise ValueError('the transport has no receive armed on this queue')
+        self.complete(tr.zc_token, res, IORING_CQE_F_MORE if more else 0,
+                      (self.area_token | offset) if res > 0 else 0)
+        self.commit()
+
+    def _post_end_of_stream(self, transport, double delay=0.002):
+        """Tests only (simulated): make the kernel post, after `delay`
+        seconds, a completion on the dedicated ring with the transport's
+        token, res 0 and no F_MORE -- what RECV_ZC posts at end of stream.
+        It is a NOP linked behind a TIMEOUT (whose expiry does not break the
+        link): like a RECV_ZC completion it is issued from the kernel's
+        deferred task work, which signals the eventfd, and the loop must
+        enter the ring to see it."""
+        cdef StreamTransport tr = transport
+        cdef __kernel_timespec ts
+        cdef io_uring_sqe *sqe
+        if ul_sq_space(&self.ring) < 2:
+            self.submit()
+        ts.tv_sec = <int64_t>delay
+        ts.tv_nsec = <long long>((delay - ts.tv_sec) * 1e9)
+        sqe = ul_get_sqe(&self.ring)
+        ul_prep_timeout_success(sqe, &ts)
+        ul_sqe_set_flags(sqe, IOSQE_IO_LINK)
+        ul_sqe_set_data(sqe, 0)
+        sqe = ul_get_sqe(&self.ring)
+        ul_prep_nop(sqe)
+        ul_sqe_set_data(sqe, tr.zc_token)
+        self.submit()
+
+    # -- the data path -------------------------------------------------------
+
+    cdef bint serves(self, RingLoop loop):
+        """True when connections of `loop` can receive through this queue:
+        registered, and bound to that loop (the ring has one issuer thread)."""
+        return self.registered and self.ring_open and (self.loop is None or self.loop is loop)
+
+    cdef int bind(self, RingLoop loop) except -1:
+        if self.loop is loop:
+            return 0
+        self.loop = loop
+        loop.zcrx_users.append(self)
+        loop.add_watch(loop.readers, self.efd, POLLIN, self._on_ready, ())
+        return 0
+
+    cdef int arm(self, object transport) except -1:
+        cdef StreamTransport tr = transport
+        cdef io_uring_sqe *sqe
+        if tr.zc_token == 0:
+            self.next_token += 1
+            tr.zc_token = self.next_token
+        self.conns[tr.zc_token] = tr
+        if not self.simulated:
+            sqe = ul_get_sqe(&self.ring)
+            if sqe == NULL:
+                self.submit()
+                sqe = ul_get_sqe(&self.ring)
+            ul_prep_recv_zc(sqe, tr.fd, self.zcrx_id)
+            ul_sqe_set_data(sqe, tr.zc_token)
+            if not self.in_batch:
+                self.submit()
+        tr.recv_armed = True
+        tr.op_started()
+        return 0
+
+    cdef int disarm(self, object transport) except -1:
+        cdef StreamTransport tr = transport
+        cdef io_uring_sqe *sqe
+        if not tr.recv_armed:
+            if tr.closing:
+                self.conns.pop(tr.zc_token, None)
+            return 0
+        if self.simulated:
+            # what the kernel does for a cancelled RECV_ZC: a final CQE
+            self.loop.call_soon(self._complete_later, tr.zc_token, -ECANCELED)
+            return 0
+        sqe = ul_get_sqe(&self.ring)
+        if sqe == NULL:
+            self.submit()
+            sqe = ul_get_sqe(&self.ring)
+        ul_prep_cancel(sqe, tr.zc_token, 0)
+        ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
+        ul_sqe_set_data(sqe, 0)
+        if not self.in_batch:
+            self.submit()
+        return 0
+
+    def _complete_later(self, uint64_t token, int32_t res):
+        self.complete(token, res, 0, 0)
+        self.commit()
+
+    cdef int submit(self) except -1:
+        cdef int ret
+        if not self.ring_open:
+            return 0
+        ret = ul_ring_enter(&self.ring, 0, -1)
+        if ret < 0 and ret != -EINTR and ret != -EBUSY:
+            raise convert_error(ret)
+        return 0
+
+    def _on_ready(self):
+        cdef uint64_t value
+        if not self.ring_open:
+            return
+        # drain the eventfd (non-blocking); a spurious wakeup reaps nothing
+        try:
+            os.read(self.efd, 8)
+        except BlockingIOError:
+            pass
+        self.reap()
+
+    cdef int reap(self) except -1:
+        cdef io_uring_cqe *cqe
+        cdef uint64_t token, off
+        cdef int32_t res
+        cdef uint32_t flags
+        cdef unsigned rounds = 0
+        self.submit()               # runs the queued RECV_ZC work: CQEs appear
+        self.in_batch = True
+        try:
+            while ul_cq_ready(&self.ring) and rounds < 4 * self.ring.cq_entries:
+                cqe = ul_cq32_at(&self.ring, 0)
+                token = cqe.user_data
+                res = cqe.res
+                flags = cqe.flags
+                off = ul_zcrx_cqe_off(cqe)
+                ul_cq_advance(&self.ring, 1)
+                rounds += 1
+                if token != 0:
+                    self.complete(token, res, flags, off)
+        finally:
+            self.in_batch = False
+        self.commit()
+        self.submit()               # the re-arms and cancels queued meanwhile
+        return 0
+
+    cdef int complete(self, uint64_t token, int32_t res, uint32_t flags,
+                      uint64_t off) except -1:
+        cdef StreamTransport tr = self.conns.get(token)
+        cdef ZeroCopyPiece piece
+        cdef bint final = (flags & IORING_CQE_F_MORE) == 0
+        if tr is None:
+            if res > 0:
+                self.give(ul_zcrx_rqe_off(off, self.area_token), <uint32_t>res)
+            return 0
+        if final and (tr.closing or tr.conn_lost):
+            del self.conns[token]
+        if res > 0 and not final:
+            piece = ZeroCopyPiece.__new__(ZeroCopyPiece)
+            piece.owner = self
+            piece.area = self.area
+            piece.ptr = <char *>ul_zcrx_data(self.area_base, off)
+            piece.rqe_off = ul_zcrx_rqe_off(off, self.area_token)
+            piece.length = <uint32_t>res
+            UL_COUNT(UL_LIVE_ZCRX_PIECES, 1)
+            self.outstanding_bytes += res
+            self.zerocopy_bytes += res
+            self.pieces += 1
+            tr.zc_received_bytes += res
+            if (self.outstanding_bytes > self.high_water and not tr.zc_starved
+                    and not tr.closing):
+                tr.zc_starved = True
+                self.starved.append(tr)
+                tr.stop_reading()
+            return tr.zc_piece(piece)
+        if res == -ENOSPC:
+            res = -ENOBUFS          # the CQ overflowed: arm again, like a dry buffer ring
+        return tr.recv_completed(res, flags, None, False)
+
+    cdef int give(self, uint64_t off, uint32_t length) except -1:
+        cdef StreamTransport tr
+        self.outstanding_bytes -= length
+        if self.refill is None:
+            return 0
+        if self.returns_waiting or ul_zcrx_rq_give(&self.refill.rq, off, length) < 0:
+            self.returns_waiting.append((off, length))
+        if not self.in_batch:
+            self.commit()
+        if self.starved and self.outstanding_bytes <= self.low_water:
+            starved, self.starved = self.starved, []
+            for t in starved:
+                tr = t
+                tr.zc_starved = False
+                tr.start_reading()
+        return 0
+
+    cdef int commit(self) except -1:
+        """Publish the queued returns; first move over those a full queue
+        refused earlier, as far as the kernel has made room."""
+        cdef Py_ssize_t i = 0, n
+        cdef uint64_t off
+        cdef uint32_t length
+        if self.refill is None:
+            return 0
+        n = len(self.returns_waiting)
+        while i < n:
+            off, length = self.returns_waiting[i]
+            if ul_zcrx_rq_give(&self.refill.rq, off, length) < 0:
+                break
+            i += 1
+        if i:
+            del self.returns_waiting[:i]
+        ul_zcrx_rq_commit(&self.refill.rq)
+        return 0
+
+    cdef int detach(self) except -1:
+        """The loop closes: end every connection's receive here and unbind
+        the queue.  Pieces still held stay readable (the area stays mapped
+        while they live); giving them back then does nothing."""
+        cdef StreamTransport tr
+        conns, self.conns = self.conns, {}
+        for t in conns.values():
+            tr = t
+            if tr.recv_armed:
+                tr.recv_armed = False
+                tr.op_finished()
+        self.starved = []
+        self.returns_waiting = []
+        self.loop = None
         self.refill = None
         self.release_ring()
         self.registered = False
+        self.tried = False          # a later loop may register again
+        self.reason = 'the loop it was bound to closed'
+        return 0
+
+    def close(self):
+        """End zero-copy receive: connections still receiving through the
+        queue see their receive end; the queue is unbound.  Pieces still
+        held stay readable until dropped."""
+        if self.loop is not None and self.efd >= 0:
+            self.loop.remove_watch(self.loop.readers, self.efd)
+            if self in self.loop.zcrx_users:
+                self.loop.zcrx_users.remove(self)
+        self.detach()
+        self.reason = 'closed'
+        self.tried = True
+
+    def __cinit__(self, *args, **kwargs):
+        self.efd = -1
+        self.conns = {}
+        self.returns_waiting = []
+        self.starved = []
 
     def __dealloc__(self):
+        if self.efd >= 0:
+            os.close(self.efd)
+            self.efd = -1
         if self.ring_open:
             ul_ring_exit(&self.ring)
             self.ring_open = False
 
     @property
     def active(self):
-        """True while connections receive without copying."""
-        return False        # see the module comment: no RECV_ZC data path yet
+        """True while connections can receive without copying."""
+        return self.registered and self.ring_open
 
     def stats(self):
+        """Totals for the whole queue (every connection of the server)."""
         return {
             'interface': self.interface,
             'queue': self.queue,
@@ -241,8 +651,12 @@ cdef class ZeroCopyReceive:
             'registered': self.registered,
             'active': self.active,
             'reason': self.reason,
-            'zerocopy_bytes': 0,
+            'zerocopy_bytes': self.zerocopy_bytes,
+            'pieces': self.pieces,
+            'held_bytes': self.outstanding_bytes,
             'refill_depth': self.refill.depth if self.refill is not None else 0,
+            'refill_waiting': len(self.returns_waiting),
+            'stopped_for_area': len(self.starved),
         }
 
     def __repr__(self):

@@ -71,6 +71,7 @@ cdef extern from "ring/ring.h" nogil:
     unsigned IORING_SEND_ZC_REPORT_USAGE
     unsigned IORING_NOTIF_USAGE_ZC_COPIED
 
+    unsigned IORING_REGISTER_EVENTFD
     unsigned IORING_ASYNC_CANCEL_ALL
     unsigned IORING_ASYNC_CANCEL_ANY
     unsigned IORING_ASYNC_CANCEL_FD
@@ -80,6 +81,7 @@ cdef extern from "ring/ring.h" nogil:
     int ul_ring_enable(ul_ring *r)
     int ul_ring_probe(ul_ring *r, unsigned char *supported)
     int ul_ring_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns)
+    int ul_ring_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args)
     int ul_ring_register_buffer_table(ul_ring *r, unsigned nr)
     int ul_ring_update_buffer(ul_ring *r, unsigned slot, void *addr, size_t len)
 
@@ -93,6 +95,10 @@ cdef extern from "ring/ring.h" nogil:
     int ul_sq_taskrun(ul_ring *r)
 
     void ul_prep_nop(io_uring_sqe *sqe)
+    struct __kernel_timespec:
+        int64_t tv_sec
+        long long tv_nsec
+    void ul_prep_timeout_success(io_uring_sqe *sqe, const __kernel_timespec *ts)
     void ul_prep_read(io_uring_sqe *sqe, int fd, void *buf, unsigned len, uint64_t off)
     void ul_prep_write(io_uring_sqe *sqe, int fd, const void *buf, unsigned len, uint64_t off)
     void ul_prep_recv(io_uring_sqe *sqe, int fd, void *buf, size_t len, int flags)
@@ -194,6 +200,10 @@ cdef extern from "ring/zcrx.h" nogil:
     int ul_zcrx_rq_give(ul_zcrx_rq *rq, uint64_t off, uint32_t len)
     void ul_zcrx_rq_commit(ul_zcrx_rq *rq)
     void *ul_zcrx_data(void *area_base, uint64_t off)
+    uint64_t ul_zcrx_rqe_off(uint64_t cqe_off, uint64_t area_token)
+    io_uring_cqe *ul_cq32_at(ul_ring *r, unsigned i)
+    uint64_t ul_zcrx_cqe_off(const io_uring_cqe *cqe)
+    void ul_prep_recv_zc(io_uring_sqe *sqe, int fd, uint32_t zcrx_id)
     int ul_zcrx_register(ul_ring *r, unsigned ifindex, unsigned rxq, unsigned rq_entries,
                          void *area, size_t area_len, void *region, size_t region_len,
                          ul_zcrx_ifq_reg *reg, ul_zcrx_area_reg *area_reg)

@@ -84,7 +84,9 @@ static const unsigned drop_order[] = {
 static int map_rings(ul_ring *r, struct io_uring_params *p)
 {
     size_t sq_len = p->sq_off.array + p->sq_entries * sizeof(unsigned);
-    size_t cq_len = p->cq_off.cqes + p->cq_entries * sizeof(struct io_uring_cqe);
+    /* a CQE32 ring (zero-copy receive) has 32-byte completion entries */
+    size_t cqe_size = sizeof(struct io_uring_cqe) << ((p->flags & UL_SETUP_CQE32) ? 1 : 0);
+    size_t cq_len = p->cq_off.cqes + p->cq_entries * cqe_size;
     unsigned char *sq, *cq;
 
     if (p->flags & IORING_SETUP_NO_SQARRAY)

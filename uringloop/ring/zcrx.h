@@ -133,4 +133,35 @@ static inline void *ul_zcrx_data(void *area_base, uint64_t off)
     return (char *)area_base + (off & UL_ZCRX_OFFSET_MASK);
 }
 
+/* The refill entry for the piece a CQE named: the CQE's offset in the
+ * area with the area's token (area_id << 48, from the registration). */
+static inline uint64_t ul_zcrx_rqe_off(uint64_t cqe_off, uint64_t area_token)
+{
+    return (cqe_off & UL_ZCRX_OFFSET_MASK) | area_token;
+}
+
+#ifdef URINGLOOP_RING_H
+/* Completion i of a CQE32 ring: 32-byte entries, two struct io_uring_cqe
+ * slots each; the second half of a RECV_ZC one is struct ul_zcrx_cqe. */
+static inline struct io_uring_cqe *ul_cq32_at(ul_ring *r, unsigned i)
+{
+    return &r->cqes[((*r->cq_khead + i) & r->cq_mask) << 1];
+}
+
+static inline uint64_t ul_zcrx_cqe_off(const struct io_uring_cqe *cqe)
+{
+    return ((const struct ul_zcrx_cqe *)(cqe + 1))->off;
+}
+
+/* Multishot RECV_ZC on socket fd through zcrx instance zcrx_id: payloads
+ * land in the area; every completion names one piece.  addr, addr2, addr3,
+ * len and msg_flags must stay zero (the kernel checks). */
+static inline void ul_prep_recv_zc(struct io_uring_sqe *sqe, int fd, uint32_t zcrx_id)
+{
+    ul_prep_rw(sqe, UL_OP_RECV_ZC, fd, NULL, 0, 0);
+    sqe->ioprio = IORING_RECV_MULTISHOT;
+    sqe->file_index = zcrx_id;          /* the union's zcrx_ifq_idx */
+}
+#endif
+
 #endif /* URINGLOOP_ZCRX_H */

@@ -18,13 +18,19 @@ cdef class StreamTransport(BaseTransport):
     cdef object empty_waiter         # future resolved when the queue drains
     cdef ZeroCopyPolicy zc
     cdef ZeroCopyReceive zcrx        # the server's zero-copy receive, or None
-    cdef Py_ssize_t bytes_received
+    cdef bint zc_rx                  # receives with RECV_ZC through zcrx
+    cdef uint64_t zc_token           # that RECV_ZC's user_data on zcrx's ring
+    cdef bint zc_starved             # stopped until the area has room again
+    cdef uint64_t zc_received_bytes
+    cdef Py_ssize_t bytes_received   # received with ordinary RECV (copied)
 
     cdef int start_reading(self) except -1
     cdef int stop_reading(self) except -1
     cdef int recv_completed(self, int32_t res, uint32_t flags, object data,
                             bint direct) except -1
     cdef int deliver(self, object data) except -1
+    cdef int zc_piece(self, ZeroCopyPiece piece) except -1
+    cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_eof(self) except -1
     cdef int submit_send(self) except -1
     cdef int submit_send_zc(self, object head) except -1

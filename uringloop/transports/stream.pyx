@@ -8,6 +8,10 @@
 # kept and handed over on resume; past PAUSED_BYTES_LIMIT the request is
 # cancelled, so the peer is throttled by TCP as with a selector loop.
 #
+# A connection accepted by a server with zero-copy receive (zcrx.pyx)
+# receives with a multishot RECV_ZC on that queue's ring instead: pieces of
+# its area go to zc_piece(), end of stream and errors to recv_completed().
+#
 # Writing: at most one send request in flight per socket -- two sends in
 # flight on one TCP socket may be executed out of order.  write() queues the
 # data (bytes are kept by reference, mutable buffers are copied because the
@@ -104,6 +108,10 @@ cdef class StreamTransport(BaseTransport):
         if (self.recv_armed or self.closing or self.reading_paused
                 or self.eof_seen or self.eof_pending):
             return 0
+        if self.zc_rx:
+            if not self.zc_starved:
+                self.zcrx.arm(self)
+            return 0
         if self.buffered_protocol:
             try:
                 buf = self.protocol.get_buffer(-1)
@@ -131,7 +139,10 @@ cdef class StreamTransport(BaseTransport):
 
     cdef int stop_reading(self) except -1:
         if self.recv_armed:
-            self.loop.cancel_op(self.recv_op)
+            if self.zc_rx:
+                self.zcrx.disarm(self)
+            else:
+                self.loop.cancel_op(self.recv_op)
         return 0
 
     cdef int recv_completed(self, int32_t res, uint32_t flags, object data,
@@ -179,8 +190,39 @@ cdef class StreamTransport(BaseTransport):
             self.start_reading()
         return 0
 
+    cdef int zc_piece(self, ZeroCopyPiece piece) except -1:
+        if self.conn_lost:
+            piece.give_back()
+        elif self.reading_paused or self.paused_data:
+            self.paused_data.append(piece)      # its RECV_ZC is being cancelled
+            self.paused_bytes += piece.length
+        else:
+            self.deliver_piece(piece)
+        return 0
+
+    cdef int deliver_piece(self, ZeroCopyPiece piece) except -1:
+        receiver = getattr(self.protocol, 'zerocopy_received', None)
+        if receiver is None:
+            data = piece.tobytes()          # one copy; the piece goes back now
+            piece.delivered_now()
+            return self.deliver(data)
+        try:
+            receiver(piece)
+        except (SystemExit, KeyboardInterrupt):
+            piece.delivered_now()
+            raise
+        except BaseException as exc:
+            piece.delivered_now()
+            self.fatal_error(exc, 'Fatal error: protocol.zerocopy_received() call failed.')
+            return 0
+        piece.delivered_now()
+        return 0
+
     cdef int deliver(self, object data) except -1:
-        cdef Py_ssize_t n, pos = 0, size = len(data)
+        cdef Py_ssize_t n, pos = 0, size
+        if type(data) is ZeroCopyPiece:
+            return self.deliver_piece(<ZeroCopyPiece>data)
+        size = len(data)
         try:
             if not self.buffered_protocol:
                 self.protocol.data_received(data)
@@ -242,9 +284,10 @@ cdef class StreamTransport(BaseTransport):
         # over on resume) until PAUSED_BYTES_LIMIT, then it is cancelled.
         # Pauses are mostly short (a StreamReader above its limit for one
         # read()), and a cancel plus re-arm costs two requests each time.
-        if self.paused_bytes >= PAUSED_BYTES_LIMIT or self.buffered_protocol:
+        if self.paused_bytes >= PAUSED_BYTES_LIMIT or self.buffered_protocol or self.zc_rx:
             # (a BufferedProtocol's RECV writes into the protocol's own
-            # memory: cancel it now)
+            # memory, and a RECV_ZC's pieces take room in the shared area:
+            # cancel it now)
             self.stop_reading()
         if self.loop.get_debug():
             logger.debug("%r pauses reading", self)
@@ -262,7 +305,7 @@ cdef class StreamTransport(BaseTransport):
 
     def set_protocol(self, protocol):
         buffered = isinstance(protocol, protocols.BufferedProtocol)
-        if self.recv_armed and buffered != self.buffered_protocol:
+        if self.recv_armed and buffered != self.buffered_protocol and not self.zc_rx:
             # the armed RECV is of the other kind: it ends, and the next
             # one is armed for the new protocol
             self.stop_reading()
@@ -472,6 +515,9 @@ cdef class StreamTransport(BaseTransport):
             if self.zcrx is None:
                 return default
             stats = self.zcrx.stats()
+            stats['receiving_zerocopy'] = self.zc_rx
+            stats['receive_armed'] = self.recv_armed
+            stats['connection_zerocopy_bytes'] = self.zc_received_bytes
             stats['copied_bytes'] = self.bytes_received    # received ordinarily
             return stats
         return self.extra.get(name, default)
@@ -527,6 +573,9 @@ cdef class StreamTransport(BaseTransport):
         return 0
 
     def _call_connection_lost(self, exc):
+        for data in self.paused_data:
+            if type(data) is ZeroCopyPiece:
+                (<ZeroCopyPiece>data).give_back()
         self.paused_data.clear()
         self.paused_bytes = 0
         BaseTransport._call_connection_lost(self, exc)
@@ -549,6 +598,9 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     if server_sock is not None and server_sock in _receive_settings:
         tr.zcrx = _receive_settings[server_sock]
         tr.zcrx.register()          # once per server; a refusal only logs
+        if tr.zcrx.serves(loop):
+            tr.zcrx.bind(loop)
+            tr.zc_rx = True
     if sock.type == socket.SOCK_STREAM:
         tr.zc.warmup_bytes = AUTO_WARMUP_BYTES
     if sock.family == socket.AF_UNIX:
