@@ -495,3 +495,43 @@ def test_pieces_outlive_their_connection_and_loop_and_stay_readable():
     piece.release()
     assert piece.returned
     zcrx.close()
+
+
+def test_the_ring_belongs_to_the_first_loop_thread_and_other_loops_receive_ordinarily():
+    """Made in this thread, served by a loop in another: that thread becomes
+    the ring's issuer.  A second loop meanwhile gets ordinary receives, with
+    the data intact."""
+    import threading
+    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16)
+    results = {}
+
+    def serve(name, feed):
+        async def body(loop, protocols, reader, writer):
+            p = protocols[0]
+            info = p.transport.get_extra_info("zerocopy_receive")
+            if feed:
+                zcrx.area_memory()[0:2] = b"zc"
+                zcrx._feed(p.transport, 2, 0)
+                zcrx._post_end_of_stream(p.transport)
+                for _ in range(100):
+                    if "eof" in p.events:
+                        break
+                    await asyncio.sleep(0.01)
+                second.start()
+                second.join(30)
+            else:
+                writer.write(b"plain")
+                for _ in range(100):
+                    if p.events:
+                        break
+                    await asyncio.sleep(0.01)
+            return info["receiving_zerocopy"], p.data, p.events[:1]
+        results[name] = simulated_server(zcrx, Keeper, body)
+
+    second = threading.Thread(target=serve, args=("second", False))
+    first = threading.Thread(target=serve, args=("first", True))
+    first.start()
+    first.join(60)
+    assert results["first"] == (True, [b"zc"], ["eof"])
+    assert results["second"] == (False, [], [("data", b"plain")])
+    zcrx.close()

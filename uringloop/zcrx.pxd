@@ -56,7 +56,7 @@ cdef class ZeroCopyReceive:
     cdef int attempt(self) except -1
     cdef int open_ring(self) except -1
     cdef release_ring(self)
-    cdef int bind(self, RingLoop loop) except -1
+    cdef bint bind(self, RingLoop loop) except -1
     cdef bint serves(self, RingLoop loop)
     cdef int arm(self, object tr) except -1
     cdef int disarm(self, object tr) except -1

@@ -276,8 +276,11 @@ cdef class ZeroCopyReceive:
     cdef int open_ring(self) except -1:
         """The dedicated CQE32 | DEFER_TASKRUN ring and its eventfd."""
         cdef int ret, fd
+        # R_DISABLED: the loop thread that first serves a connection through
+        # it becomes the ring's single issuer (bind()), whichever thread
+        # made the ZeroCopyReceive or called register().
         ret = ul_ring_init(&self.ring, 64, 4096, UL_SETUP_CQE32 | IORING_SETUP_DEFER_TASKRUN
-                           | IORING_SETUP_SINGLE_ISSUER)
+                           | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED)
         if ret < 0:
             raise OSError(-ret, f'cannot make the zero-copy receive ring: {os.strerror(-ret)}')
         self.ring_open = True
@@ -422,13 +425,26 @@ cdef class ZeroCopyReceive:
         registered, and bound to that loop (the ring has one issuer thread)."""
         return self.registered and self.ring_open and (self.loop is None or self.loop is loop)
 
-    cdef int bind(self, RingLoop loop) except -1:
+    cdef bint bind(self, RingLoop loop) except -1:
+        """Serve connections of `loop`: True, or False (with the reason)
+        when the ring cannot be enabled for its thread."""
+        cdef int ret
         if self.loop is loop:
-            return 0
+            return True
+        if self.ring.setup_flags & IORING_SETUP_R_DISABLED:
+            ret = ul_ring_enable(&self.ring)       # this thread issues from now on
+            if ret < 0:
+                self.release_ring()
+                self.registered = False
+                self.reason = f'cannot enable the zero-copy receive ring: {os.strerror(-ret)}'
+                logger.warning('uringloop: zero-copy receive on %s queue %d is off, '
+                               'ordinary receives instead: %s',
+                               self.interface, self.queue, self.reason)
+                return 0
         self.loop = loop
         loop.zcrx_users.append(self)
         loop.add_watch(loop.readers, self.efd, POLLIN, self._on_ready, ())
-        return 0
+        return True
 
     cdef int arm(self, object transport) except -1:
         cdef StreamTransport tr = transport

@@ -598,8 +598,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     if server_sock is not None and server_sock in _receive_settings:
         tr.zcrx = _receive_settings[server_sock]
         tr.zcrx.register()          # once per server; a refusal only logs
-        if tr.zcrx.serves(loop):
-            tr.zcrx.bind(loop)
+        if tr.zcrx.serves(loop) and tr.zcrx.bind(loop):
             tr.zc_rx = True
     if sock.type == socket.SOCK_STREAM:
         tr.zc.warmup_bytes = AUTO_WARMUP_BYTES
