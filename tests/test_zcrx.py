@@ -535,3 +535,25 @@ def test_the_ring_belongs_to_the_first_loop_thread_and_other_loops_receive_ordin
     assert results["first"] == (True, [b"zc"], ["eof"])
     assert results["second"] == (False, [], [("data", b"plain")])
     zcrx.close()
+
+
+def test_a_refused_recv_zc_leaves_the_connection_on_ordinary_receives(caplog):
+    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16)
+
+    async def body(loop, protocols, reader, writer):
+        p = protocols[0]
+        zcrx._feed(p.transport, -22, 0, more=False)      # -EINVAL before any piece
+        writer.write(b"still served")
+        for _ in range(100):
+            if p.events:
+                break
+            await asyncio.sleep(0.01)
+        info = p.transport.get_extra_info("zerocopy_receive")
+        return list(p.events), info
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        events, info = simulated_server(zcrx, Keeper, body)
+    assert events == [("data", b"still served")]
+    assert not info["receiving_zerocopy"] and info["refused_connections"] == 1
+    assert info["copied_bytes"] == len(b"still served")
+    assert sum("RECV_ZC refused" in r.getMessage() for r in caplog.records) == 1
+    zcrx.close()

@@ -50,6 +50,7 @@ cdef class ZeroCopyReceive:
     cdef readonly Py_ssize_t outstanding_bytes   # pieces not given back
     cdef readonly uint64_t zerocopy_bytes
     cdef readonly uint64_t pieces
+    cdef readonly uint64_t fallbacks  # connections whose RECV_ZC was refused
     cdef readonly Py_ssize_t high_water
     cdef readonly Py_ssize_t low_water
 

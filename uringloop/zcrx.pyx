@@ -568,6 +568,20 @@ cdef class ZeroCopyReceive:
             return tr.zc_piece(piece)
         if res == -ENOSPC:
             res = -ENOBUFS          # the CQ overflowed: arm again, like a dry buffer ring
+        elif final and (res == -EINVAL or res == -EOPNOTSUPP) and tr.zc_received_bytes == 0:
+            # the kernel refused RECV_ZC for this socket: it receives
+            # ordinarily from now on (nothing was consumed from it)
+            self.fallbacks += 1
+            if self.fallbacks == 1:
+                logger.warning('uringloop: RECV_ZC refused on %s queue %d (%s); that '
+                               'connection receives ordinarily', self.interface,
+                               self.queue, os.strerror(-res))
+            self.conns.pop(token, None)
+            tr.recv_armed = False
+            tr.zc_rx = False
+            tr.op_finished()
+            tr.start_reading()
+            return 0
         return tr.recv_completed(res, flags, None, False)
 
     cdef int give(self, uint64_t off, uint32_t length) except -1:
@@ -673,6 +687,7 @@ cdef class ZeroCopyReceive:
             'refill_depth': self.refill.depth if self.refill is not None else 0,
             'refill_waiting': len(self.returns_waiting),
             'stopped_for_area': len(self.starved),
+            'refused_connections': self.fallbacks,
         }
 
     def __repr__(self):
