@@ -71,7 +71,7 @@ import warnings
 import weakref
 from asyncio import unix_events
 from asyncio import (base_events, constants, events, exceptions, futures,
-                     format_helpers, protocols, sslproto, transports, trsock)
+                     format_helpers, protocols, sslproto, tasks, transports, trsock)
 from asyncio.log import logger
 
 cdef extern from "debug.h":
@@ -516,6 +516,19 @@ cdef class RingLoop:
         handle = Handle(callback, args, self, context)
         self._ready.append(handle)
         return handle
+
+    def create_task(self, coro, **kwargs):
+        """As BaseEventLoop.create_task, without its Python frame when no
+        task factory is set and the loop is not in debug mode (aiohttp makes
+        a task per request).  Raises RuntimeError on a closed loop."""
+        if self._debug or self._task_factory is not None:
+            return base_events.BaseEventLoop.create_task(self, coro, **kwargs)
+        if self._closed:
+            raise RuntimeError('Event loop is closed')
+        return tasks.Task(coro, loop=self, **kwargs)
+
+    def get_debug(self):
+        return self._debug
 
     def _run_once(self):
         cdef object scheduled = self._scheduled
