@@ -20,37 +20,11 @@ import statistics
 import subprocess
 import sys
 
+from netns import drop_namespaces, make_udp_sink
 from run_echo import HERE, RESULTS, wait_idle
 
 MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS", "REGISTERED", "uvloop", "rloop"]
 NS_SRC, NS_SINK = "ulbench_src", "ulbench_sink"
-
-
-def sh(*cmd):
-    subprocess.run(cmd, check=True, capture_output=True)
-
-
-def make_sink():
-    drop_sink()
-    sh("ip", "netns", "add", NS_SRC)
-    sh("ip", "netns", "add", NS_SINK)
-    sh("ip", "link", "add", "ulb0", "netns", NS_SRC, "type", "veth",
-       "peer", "name", "ulb1", "netns", NS_SINK)
-    sh("ip", "-n", NS_SRC, "addr", "add", "198.18.0.1/30", "dev", "ulb0")
-    sh("ip", "-n", NS_SINK, "addr", "add", "198.18.0.2/30", "dev", "ulb1")
-    for ns, dev in ((NS_SRC, "ulb0"), (NS_SINK, "ulb1")):
-        sh("ip", "-n", ns, "link", "set", dev, "mtu", "65535", "up")
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-    sh("ip", "netns", "exec", NS_SINK, "nft", "add", "table", "inet", "ulb")
-    sh("ip", "netns", "exec", NS_SINK, "nft", "add", "chain", "inet", "ulb", "input",
-       "{ type filter hook input priority 0; }")
-    sh("ip", "netns", "exec", NS_SINK, "nft", "add", "rule", "inet", "ulb", "input",
-       "meta", "l4proto", "udp", "drop")
-
-
-def drop_sink():
-    for ns in (NS_SRC, NS_SINK):
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def cell(kind, size, mode, seconds):
@@ -72,7 +46,7 @@ def main():
     plan = [("udp", s) for s in (4000, 16000, 60000)] + \
            [("tcp", s) for s in (4096, 16384, 65536, 262144)]
     try:
-        make_sink()
+        make_udp_sink(NS_SRC, NS_SINK, "ulb")
     except (subprocess.CalledProcessError, FileNotFoundError) as exc:
         print(f"no UDP sink ({exc}); TCP only")
         plan = [p for p in plan if p[0] == "tcp"]
@@ -89,7 +63,7 @@ def main():
                           f"zc={z['zerocopy_sends']} copied={z['copied_reports']} "
                           f"clean={z['zerocopy_reports']}", flush=True)
     finally:
-        drop_sink()
+        drop_namespaces(NS_SRC, NS_SINK)
     lines = ["| cell | mode | MB/s | ratio to never | ZC sends | copied reports |",
              "|---|---|---|---|---|---|"]
     median = {}

@@ -20,6 +20,9 @@ import pytest
 import uringloop
 from uringloop.core import debug_counters as _debug_counters
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "bench"))
+import netns  # noqa: E402  (bench/netns.py: the UDP sink namespaces)
+
 
 def _close_and_check(loop):
     if not loop.is_closed():
@@ -139,32 +142,12 @@ def udp_sink_namespaces():
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed (iproute2 / nftables)")
     src, sink = f"ulzc_src_{os.getpid()}", f"ulzc_sink_{os.getpid()}"
-
-    def sh(*cmd):
-        subprocess.run(cmd, check=True, capture_output=True)
-
     try:
-        sh("ip", "netns", "add", src)
-        sh("ip", "netns", "add", sink)
-        sh("ip", "link", "add", "ulzc0", "netns", src, "type", "veth",
-           "peer", "name", "ulzc1", "netns", sink)
-        sh("ip", "-n", src, "addr", "add", "198.18.0.1/30", "dev", "ulzc0")
-        sh("ip", "-n", sink, "addr", "add", "198.18.0.2/30", "dev", "ulzc1")
-        for ns, dev in ((src, "ulzc0"), (sink, "ulzc1")):
-            sh("ip", "-n", ns, "link", "set", dev, "mtu", "65535", "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "netns", "exec", sink, "nft", "add", "table", "inet", "ulzc")
-        sh("ip", "netns", "exec", sink, "nft", "add", "chain", "inet", "ulzc", "input",
-           "{ type filter hook input priority 0; }")
-        sh("ip", "netns", "exec", sink, "nft", "add", "rule", "inet", "ulzc", "input",
-           "meta", "l4proto", "udp", "drop")
+        netns.make_udp_sink(src, sink, "ulzc")
     except subprocess.CalledProcessError as exc:
-        subprocess.run(["ip", "netns", "del", src], capture_output=True)
-        subprocess.run(["ip", "netns", "del", sink], capture_output=True)
         pytest.skip(f"cannot build the namespaces: {exc.stderr!r}")
     yield src
-    subprocess.run(["ip", "netns", "del", src], capture_output=True)
-    subprocess.run(["ip", "netns", "del", sink], capture_output=True)
+    netns.drop_namespaces(src, sink)
 
 
 @pytest.fixture

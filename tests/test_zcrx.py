@@ -36,33 +36,54 @@ class Echo(asyncio.Protocol):
         self.transport.write(data)
 
 
-def test_loopback_refuses_and_the_server_serves_with_ordinary_receives(caplog):
-    zcrx = uringloop.ZeroCopyReceive("lo", queue=0, area_size=1 << 20, refill_entries=64)
-
+def zcrx_server(zcrx, protocol_factory, body):
+    """Run body(loop, transports, client_reader, client_writer) against a
+    server whose listener uses zcrx; returns what body returns."""
     async def main():
         loop = asyncio.get_running_loop()
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         uringloop.set_zerocopy(listener, receive=zcrx)
-        accepted = []
+        protocols = []
 
         def factory():
-            accepted.append(Echo())
-            return accepted[-1]
+            protocols.append(protocol_factory())
+            return protocols[-1]
         server = await loop.create_server(factory, sock=listener)
+        reader, writer = await asyncio.open_connection(*listener.getsockname())
+        for _ in range(100):
+            if protocols and hasattr(protocols[0], "transport"):
+                break
+            await asyncio.sleep(0.01)
+        try:
+            return await body(loop, protocols, reader, writer)
+        finally:
+            writer.close()
+            server.close()
+            for p in protocols:
+                p.transport.close()
+            await asyncio.sleep(0)
+    return run(main())
+
+
+def test_loopback_refuses_and_the_server_serves_with_ordinary_receives(caplog):
+    zcrx = uringloop.ZeroCopyReceive("lo", queue=0, area_size=1 << 20, refill_entries=64)
+
+    async def body(loop, protocols, reader, writer):
         payload = os.urandom(300_000)
-        for _ in range(3):
-            reader, writer = await asyncio.open_connection(*listener.getsockname())
+        address = writer.get_extra_info("peername")
+        for i in range(3):
+            if i:
+                reader, writer = await asyncio.open_connection(*address)
             writer.write(payload)
             assert await reader.readexactly(len(payload)) == payload
-            writer.close()
-            await writer.wait_closed()
-        stats = accepted[0].transport.get_extra_info("zerocopy_receive")
-        server.close()
-        return stats
+            if i:
+                writer.close()
+                await writer.wait_closed()
+        return protocols[0].transport.get_extra_info("zerocopy_receive")
 
     with caplog.at_level(logging.WARNING, logger="asyncio"):
-        stats = run(main())
+        stats = zcrx_server(zcrx, Echo, body)
     expected = "EPERM" if os.geteuid() else "EOPNOTSUPP"
     assert stats["registered"] is False and stats["active"] is False
     assert stats["reason"].startswith(expected), stats["reason"]
@@ -193,36 +214,6 @@ def test_bad_arguments():
 # completion onward -- pieces, views, refill entries, pausing, area
 # pressure, end of stream through the ring -- is the real code.
 
-def simulated_server(zcrx, protocol_factory, body):
-    """Run body(loop, transports, client_reader, client_writer) against a
-    server whose listener uses zcrx; returns what body returns."""
-    async def main():
-        loop = asyncio.get_running_loop()
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        uringloop.set_zerocopy(listener, receive=zcrx)
-        protocols = []
-
-        def factory():
-            protocols.append(protocol_factory())
-            return protocols[-1]
-        server = await loop.create_server(factory, sock=listener)
-        reader, writer = await asyncio.open_connection(*listener.getsockname())
-        for _ in range(100):
-            if protocols and hasattr(protocols[0], "transport"):
-                break
-            await asyncio.sleep(0.01)
-        try:
-            return await body(loop, protocols, reader, writer)
-        finally:
-            writer.close()
-            server.close()
-            for p in protocols:
-                p.transport.close()
-            await asyncio.sleep(0)
-    return run(main())
-
-
 class Keeper(asyncio.Protocol):
     """Opts in to pieces; keeps what the test asks it to keep."""
     keep_views = False
@@ -283,7 +274,7 @@ def test_pieces_go_to_an_opting_protocol_read_only_and_back_after_the_callback()
         with pytest.raises(TypeError):
             p.views[0][0:1] = b"x"
         p.views.clear()
-    simulated_server(zcrx, Keeper, body)
+    zcrx_server(zcrx, Keeper, body)
     zcrx.close()
 
 
@@ -311,7 +302,7 @@ def test_a_view_kept_past_the_callback_keeps_the_piece_and_hold_keeps_it_without
         held.release()
         assert held.returned and zcrx.refill.depth == 2 and zcrx.outstanding_bytes == 0
         held.release()                                    # twice is harmless
-    simulated_server(zcrx, Keeper, body)
+    zcrx_server(zcrx, Keeper, body)
     zcrx.close()
 
 
@@ -352,7 +343,7 @@ def test_other_protocols_get_bytes_and_the_piece_goes_back_at_once(kind):
         # the transport still writes as usual
         p.transport.write(b"pong")
         assert await reader.readexactly(4) == b"pong"
-    simulated_server(zcrx, kind, body)
+    zcrx_server(zcrx, kind, body)
     zcrx.close()
 
 
@@ -370,7 +361,7 @@ def test_a_full_refill_queue_keeps_returns_until_the_kernel_makes_room():
         assert zcrx.stats()["refill_waiting"] == 0 and zcrx.refill.depth == 4
         offs = [zcrx.refill.entry(i)[0] & ((1 << 48) - 1) for i in range(4, 7)]
         assert offs == [4 * 4096, 5 * 4096, 6 * 4096]                     # in order
-    simulated_server(zcrx, Plain, body)
+    zcrx_server(zcrx, Plain, body)
     zcrx.close()
 
 
@@ -395,7 +386,7 @@ def test_held_pieces_past_half_the_area_stop_receiving_until_a_quarter_is_left()
         for piece in p.pieces[5:]:
             piece.release()
         assert zcrx.outstanding_bytes == 0
-    simulated_server(zcrx, Keeper, body)
+    zcrx_server(zcrx, Keeper, body)
     zcrx.close()
 
 
@@ -419,7 +410,7 @@ def test_pause_reading_keeps_pieces_in_order_and_cancels_the_receive():
         assert p.transport.get_extra_info("zerocopy_receive")["receive_armed"]
         zcrx._feed(p.transport, 5, 8192)
         assert p.data == [b"one", b"two", b"three"]
-    simulated_server(zcrx, Keeper, body)
+    zcrx_server(zcrx, Keeper, body)
     zcrx.close()
 
 
@@ -472,7 +463,7 @@ def test_an_error_completion_ends_the_connection_and_enospc_arms_again():
         zcrx._feed(p.transport, -104, 0, more=False)      # -ECONNRESET
         await asyncio.sleep(0.01)
         assert isinstance(p.events[-1][1], ConnectionResetError)
-    simulated_server(zcrx, Keeper, body)
+    zcrx_server(zcrx, Keeper, body)
     zcrx.close()
 
 
@@ -488,7 +479,7 @@ def test_pieces_outlive_their_connection_and_loop_and_stay_readable():
         kept.append(p.pieces[0])
         p.transport.close()
         await asyncio.sleep(0.01)
-    simulated_server(zcrx, Keeper, body)
+    zcrx_server(zcrx, Keeper, body)
     piece = kept[0]
     assert bytes(piece) == b"last"                        # the loop is closed
     assert not zcrx.active and "closed" in zcrx.reason
@@ -526,7 +517,7 @@ def test_the_ring_belongs_to_the_first_loop_thread_and_other_loops_receive_ordin
                         break
                     await asyncio.sleep(0.01)
             return info["receiving_zerocopy"], p.data, p.events[:1]
-        results[name] = simulated_server(zcrx, Keeper, body)
+        results[name] = zcrx_server(zcrx, Keeper, body)
 
     second = threading.Thread(target=serve, args=("second", False))
     first = threading.Thread(target=serve, args=("first", True))
@@ -551,7 +542,7 @@ def test_a_refused_recv_zc_leaves_the_connection_on_ordinary_receives(caplog):
         info = p.transport.get_extra_info("zerocopy_receive")
         return list(p.events), info
     with caplog.at_level(logging.WARNING, logger="asyncio"):
-        events, info = simulated_server(zcrx, Keeper, body)
+        events, info = zcrx_server(zcrx, Keeper, body)
     assert events == [("data", b"still served")]
     assert not info["receiving_zerocopy"] and info["refused_connections"] == 1
     assert info["copied_bytes"] == len(b"still served")
