@@ -1,6 +1,7 @@
-"""aiohttp hello-world server for the HTTP benchmark, on a chosen loop.
+"""Hello-world HTTP server for the HTTP benchmark, on a chosen loop: an
+aiohttp app, or a raw asyncio.Protocol with the httptools parser.
 
-    python3 bench/http_server.py --loop uringloop
+    python3 bench/http_server.py --loop uringloop [--app aiohttp|raw]
 Prints "READY <port>"; exits on SIGTERM.
 """
 import argparse
@@ -14,6 +15,43 @@ from echo_server import loop_factory
 
 async def hello(request):
     return web.Response(text="Hello, World!")
+
+
+RAW_RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                b"Content-Length: 13\r\n\r\nHello, World!")
+
+
+class RawHttp(asyncio.Protocol):
+    """The same answer without a framework: httptools parses, the protocol
+    writes one fixed response per request (keep-alive, as wrk asks)."""
+
+    def connection_made(self, transport):
+        import httptools
+        self.transport = transport
+        self.parser = httptools.HttpRequestParser(self)
+        self.parse_error = httptools.HttpParserError
+
+    def data_received(self, data):
+        try:
+            self.parser.feed_data(data)
+        except self.parse_error:
+            self.transport.close()
+
+    def on_message_complete(self):
+        self.transport.write(RAW_RESPONSE)
+        if not self.parser.should_keep_alive():
+            self.transport.close()
+
+
+async def main_raw():
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(RawHttp, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    stop = loop.create_future()
+    loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
+    print(f"READY {port}", flush=True)
+    await stop
+    server.close()
 
 
 async def main():
@@ -34,6 +72,7 @@ async def main():
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--loop", default="uringloop")
+    parser.add_argument("--app", default="aiohttp", choices=["aiohttp", "raw"])
     args = parser.parse_args()
     with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
-        runner.run(main())
+        runner.run(main() if args.app == "aiohttp" else main_raw())

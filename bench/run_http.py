@@ -1,9 +1,10 @@
-"""HTTP benchmark: an aiohttp hello-world app on each loop (pinned to CPU 0)
+"""HTTP benchmark: a hello-world server on each loop (pinned to CPU 0)
 under wrk -t1 -c64 (pinned to CPU 1), loops interleaved, medians of rounds;
-the server's system calls per request are counted with perf stat.
+the server's system calls per request are counted with perf stat.  Two
+apps: aiohttp, and a raw asyncio.Protocol with the httptools parser.
 Needs wrk (Debian package).  Results to bench/results/http-<date>.json/.md.
 
-    python3 bench/run_http.py [--rounds 3] [--seconds 5]
+    python3 bench/run_http.py [--rounds 3] [--seconds 5] [--apps aiohttp,raw]
 """
 import argparse
 import datetime
@@ -20,10 +21,13 @@ from run_echo import HERE, RESULTS, cpu_seconds, wait_idle
 LOOPS = ["uringloop", "uvloop", "rloop", "asyncio"]
 
 
-def one_cell(loop, seconds, conns):
+APPS = ["aiohttp", "raw"]
+
+
+def one_cell(app, loop, seconds, conns):
     server = subprocess.Popen(
         ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "http_server.py"),
-         "--loop", loop], stdout=subprocess.PIPE, text=True)
+         "--loop", loop, "--app", app], stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline().split()[1])
         subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c8", "-d1s",
@@ -74,30 +78,39 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--loops", default=",".join(LOOPS))
+    parser.add_argument("--apps", default=",".join(APPS))
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk not found: apt-get install wrk")
     runs = {}
     for rnd in range(args.rounds):
-        for loop in args.loops.split(","):
-            wait_idle()
-            cell = one_cell(loop, args.seconds, 64)
-            runs.setdefault(loop, []).append(cell)
-            print(f"{loop:9s} {cell['req_s']:9.0f} req/s {cell['cpu_us_per_req']:6.1f} us cpu/req "
-                  f"{cell.get('syscalls_per_req', float('nan')):5.2f} syscalls/req", flush=True)
-    median = {loop: {m: statistics.median(c[m] for c in cells) for m in cells[0]}
-              for loop, cells in runs.items()}
+        for app in args.apps.split(","):
+            for loop in args.loops.split(","):
+                wait_idle()
+                cell = one_cell(app, loop, args.seconds, 64)
+                runs.setdefault(f"{app}/{loop}", []).append(cell)
+                print(f"{app:7s} {loop:9s} {cell['req_s']:9.0f} req/s "
+                      f"{cell['cpu_us_per_req']:6.1f} us cpu/req "
+                      f"{cell.get('syscalls_per_req', float('nan')):5.2f} syscalls/req",
+                      flush=True)
+    median = {key: {m: statistics.median(c[m] for c in cells) for m in cells[0]}
+              for key, cells in runs.items()}
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, f"http-{stamp}.json"), "w") as f:
         json.dump({"args": vars(args), "runs": runs, "median": median}, f, indent=1)
-    u = median.get("uringloop")
-    lines = ["| loop | req/s | server CPU us/req | syscalls/req | uringloop req/s ratio |",
-             "|---|---|---|---|---|"]
-    for loop, m in median.items():
-        ratio = f"{u['req_s'] / m['req_s']:.2f}x" if u and loop != "uringloop" else ""
-        lines.append(f"| {loop} | {m['req_s']:.0f} | {m['cpu_us_per_req']:.1f} | "
-                     f"{m.get('syscalls_per_req', float('nan')):.2f} | {ratio} |")
+    lines = ["| app | loop | req/s | server CPU us/req | syscalls/req "
+             "| uringloop req/s ratio | uringloop CPU/req ratio |",
+             "|---|---|---|---|---|---|---|"]
+    for key, m in median.items():
+        app, loop = key.split("/")
+        u = median.get(f"{app}/uringloop")
+        ratio = cpu_ratio = ""
+        if u and loop != "uringloop":
+            ratio = f"{u['req_s'] / m['req_s']:.2f}x"
+            cpu_ratio = f"{u['cpu_us_per_req'] / m['cpu_us_per_req']:.2f}x"
+        lines.append(f"| {app} | {loop} | {m['req_s']:.0f} | {m['cpu_us_per_req']:.1f} | "
+                     f"{m.get('syscalls_per_req', float('nan')):.2f} | {ratio} | {cpu_ratio} |")
     with open(os.path.join(RESULTS, f"http-{stamp}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -37,7 +37,7 @@ class Echo(asyncio.Protocol):
 
 
 def zcrx_server(zcrx, protocol_factory, body):
-    """Run body(loop, transports, client_reader, client_writer) against a
+    """Run body(loop, protocols, client_reader, client_writer) against a
     server whose listener uses zcrx; returns what body returns."""
     async def main():
         loop = asyncio.get_running_loop()

@@ -1,0 +1,77 @@
+"""The benchmark's servers answer correctly on uringloop, so that a broken
+server cannot pass for a fast one: each HTTP app gets keep-alive and
+closing requests, the echo server every style with a checked payload."""
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(__file__), os.pardir, "bench")
+
+
+def start(script, *args):
+    proc = subprocess.Popen([sys.executable, os.path.join(BENCH, script), "--loop", "uringloop",
+                             *args], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("READY"), line
+    return proc, int(line.split()[1])
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def read_response(sock):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, data
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0]
+                 .split(b":")[1])
+    while len(body) < length:
+        body += sock.recv(4096)
+    return head, body
+
+
+@pytest.mark.parametrize("app", ["aiohttp", "raw"])
+def test_http_apps_answer_keep_alive_and_closing_requests(app):
+    if app == "raw":
+        pytest.importorskip("httptools")
+    proc, port = start("http_server.py", "--app", app)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            for _ in range(3):
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                head, body = read_response(sock)
+                assert head.startswith(b"HTTP/1.1 200") and body == b"Hello, World!"
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            head, body = read_response(sock)
+            assert body == b"Hello, World!" and sock.recv(10) == b""
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize("style", ["protocol", "streams", "sock"])
+def test_echo_server_styles_echo_every_byte(style):
+    proc, port = start("echo_server.py", "--style", style)
+    payload = os.urandom(300_000)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(payload)
+            got = b""
+            while len(got) < len(payload):
+                chunk = sock.recv(65536)
+                assert chunk
+                got += chunk
+            assert got == payload
+    finally:
+        stop(proc)
