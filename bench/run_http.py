@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 
-from run_echo import HERE, RESULTS, cpu_seconds, wait_idle
+from run_echo import HERE, MALLOC_ENV, RESULTS, SERVER_ENV, cpu_seconds, wait_idle
 
 LOOPS = ["uringloop", "uvloop", "rloop", "asyncio"]
 
@@ -27,7 +27,7 @@ APPS = ["aiohttp", "raw"]
 def one_cell(app, loop, seconds, conns):
     server = subprocess.Popen(
         ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "http_server.py"),
-         "--loop", loop, "--app", app], stdout=subprocess.PIPE, text=True)
+         "--loop", loop, "--app", app], stdout=subprocess.PIPE, text=True, env=SERVER_ENV)
     try:
         port = int(server.stdout.readline().split()[1])
         subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c8", "-d1s",
@@ -98,7 +98,8 @@ def main():
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, f"http-{stamp}.json"), "w") as f:
-        json.dump({"args": vars(args), "runs": runs, "median": median}, f, indent=1)
+        json.dump({"args": vars(args), "malloc_env": MALLOC_ENV, "runs": runs,
+                   "median": median}, f, indent=1)
     lines = ["| app | loop | req/s | server CPU us/req | syscalls/req "
              "| uringloop req/s ratio | uringloop CPU/req ratio |",
              "|---|---|---|---|---|---|---|"]

@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 from netns import drop_namespaces, make_udp_sink
-from run_echo import HERE, RESULTS, wait_idle
+from run_echo import HERE, MALLOC_ENV, RESULTS, SERVER_ENV, wait_idle
 
 MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS", "REGISTERED", "uvloop", "rloop"]
 NS_SRC, NS_SINK = "ulbench_src", "ulbench_sink"
@@ -32,7 +32,8 @@ def cell(kind, size, mode, seconds):
            kind, str(size), mode, str(seconds)]
     if kind == "udp":
         cmd = ["ip", "netns", "exec", NS_SRC] + cmd
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60,
+                         env=SERVER_ENV)
     if out.returncode:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout)
@@ -77,7 +78,8 @@ def main():
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, f"zerocopy-{stamp}.json"), "w") as f:
-        json.dump({"args": vars(args), "runs": runs, "median": median}, f, indent=1)
+        json.dump({"args": vars(args), "malloc_env": MALLOC_ENV, "runs": runs,
+                   "median": median}, f, indent=1)
     with open(os.path.join(RESULTS, f"zerocopy-{stamp}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -121,7 +121,7 @@ cdef inline void drop_view(Py_buffer *view) noexcept:
 
 cdef extern from "<errno.h>" nogil:
     int EINTR, EAGAIN, ECANCELED, ETIME, EBUSY, EEXIST, EINVAL, ENOBUFS
-    int EMFILE, ENFILE, ENOMEM, ENOSPC, EOPNOTSUPP
+    int EMFILE, ENFILE, ENOMEM, ENOSPC
 
 cdef extern from "<sys/eventfd.h>" nogil:
     int eventfd(unsigned int initval, int flags)
