@@ -20,8 +20,10 @@ import statistics
 import subprocess
 import sys
 
-from netns import drop_namespaces, make_udp_sink
 from run_echo import HERE, MALLOC_ENV, RESULTS, SERVER_ENV, wait_idle
+
+sys.path.insert(0, os.path.join(HERE, os.pardir, "tests", "helpers"))
+from netns import drop_namespaces, make_udp_sink  # noqa: E402  (shared with the tests)
 
 MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS", "REGISTERED", "uvloop", "rloop"]
 NS_SRC, NS_SINK = "ulbench_src", "ulbench_sink"

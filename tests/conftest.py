@@ -20,8 +20,8 @@ import pytest
 import uringloop
 from uringloop.core import debug_counters as _debug_counters
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "bench"))
-import netns  # noqa: E402  (bench/netns.py: the UDP sink namespaces)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "helpers"))
+import netns  # noqa: E402  (tests/helpers/netns.py: the UDP sink namespaces)
 
 
 def _close_and_check(loop):

@@ -1,4 +1,5 @@
-"""The UDP sink the zero-copy benchmark and tests send into.
+"""The UDP sink the zero-copy tests and benchmark (bench/run_zerocopy.py)
+send into.
 
 Two network namespaces joined by veth (MTU 65535), 198.18.0.1 on the
 source side and 198.18.0.2 on the sink side; the sink drops UDP in its
