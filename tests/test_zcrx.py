@@ -548,3 +548,25 @@ def test_a_refused_recv_zc_leaves_the_connection_on_ordinary_receives(caplog):
     assert info["copied_bytes"] == len(b"still served")
     assert sum("RECV_ZC refused" in r.getMessage() for r in caplog.records) == 1
     zcrx.close()
+
+
+def test_small_held_pieces_count_as_the_buffers_they_pin():
+    """A 100-byte piece still pins a page of the area: nine of them in a
+    64 KiB area pass half of it and stop the receive."""
+    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=64 * 1024, refill_entries=64)
+
+    async def body(loop, protocols, reader, writer):
+        p = protocols[0]
+        p.hold = True
+        for i in range(9):
+            zcrx._feed(p.transport, 100, i * 4096)
+        await asyncio.sleep(0.01)
+        info = p.transport.get_extra_info("zerocopy_receive")
+        assert info["held_bytes"] == 900 and info["held_area"] == 9 * 4096
+        assert info["stopped_for_area"] == 1 and not info["receive_armed"]
+        for piece in p.pieces:
+            piece.release()
+        info = p.transport.get_extra_info("zerocopy_receive")
+        assert info["held_area"] == 0 and info["receive_armed"]
+    zcrx_server(zcrx, Keeper, body)
+    zcrx.close()

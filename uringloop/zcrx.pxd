@@ -48,6 +48,7 @@ cdef class ZeroCopyReceive:
     cdef list starved                 # transports stopped for area pressure
     cdef bint in_batch
     cdef readonly Py_ssize_t outstanding_bytes   # pieces not given back
+    cdef readonly Py_ssize_t held_area   # ... and the area buffers they pin
     cdef readonly uint64_t zerocopy_bytes
     cdef readonly uint64_t pieces
     cdef readonly uint64_t fallbacks  # connections whose RECV_ZC was refused

@@ -18,10 +18,11 @@
 # buffer, when the protocol has a zerocopy_received(piece) method -- or as
 # ordinary bytes (one copy, then the piece goes straight back).  A piece goes
 # back through the refill queue when the callback has returned and no view
-# of it is alive, or, after piece.hold(), on piece.release().  Pieces the
-# protocols still hold are counted; past high_water (half the area) the
+# of it is alive, or, after piece.hold(), on piece.release().  The area the
+# held pieces pin is counted (a page per piece at least: a 100-byte piece
+# still holds its whole buffer); past high_water (half the area) the
 # connection that just received stops its RECV_ZC, and every connection so
-# stopped starts again once the held bytes fall under low_water (a quarter):
+# stopped starts again once that falls under low_water (a quarter):
 # the area never runs dry under a slow protocol, TCP throttles the peer.
 #
 # What ran here: the registration attempt and its documented fall-back, the
@@ -208,6 +209,13 @@ _ERRNO_HINTS = {
     _errno.ENODEV: 'no such device or queue',
     _errno.ENOMEM: 'not enough memory to pin the area (RLIMIT_MEMLOCK)',
 }
+
+
+cdef inline Py_ssize_t area_cost(Py_ssize_t length):
+    """Area a piece pins: every piece is its own buffer of the area, a
+    page at least (the kernel hands the NIC page-sized buffers and returns
+    each through one refill entry), so 100 held bytes pin 4 KiB."""
+    return (length + 4095) & ~(<Py_ssize_t>4095)
 
 
 cdef class ZeroCopyReceive:
@@ -557,10 +565,11 @@ cdef class ZeroCopyReceive:
             piece.length = <uint32_t>res
             UL_COUNT(UL_LIVE_ZCRX_PIECES, 1)
             self.outstanding_bytes += res
+            self.held_area += area_cost(res)
             self.zerocopy_bytes += res
             self.pieces += 1
             tr.zc_received_bytes += res
-            if (self.outstanding_bytes > self.high_water and not tr.zc_starved
+            if (self.held_area > self.high_water and not tr.zc_starved
                     and not tr.closing):
                 tr.zc_starved = True
                 self.starved.append(tr)
@@ -587,13 +596,14 @@ cdef class ZeroCopyReceive:
     cdef int give(self, uint64_t off, uint32_t length) except -1:
         cdef StreamTransport tr
         self.outstanding_bytes -= length
+        self.held_area -= area_cost(length)
         if self.refill is None:
             return 0
         if self.returns_waiting or ul_zcrx_rq_give(&self.refill.rq, off, length) < 0:
             self.returns_waiting.append((off, length))
         if not self.in_batch:
             self.commit()
-        if self.starved and self.outstanding_bytes <= self.low_water:
+        if self.starved and self.held_area <= self.low_water:
             starved, self.starved = self.starved, []
             for t in starved:
                 tr = t
@@ -684,6 +694,7 @@ cdef class ZeroCopyReceive:
             'zerocopy_bytes': self.zerocopy_bytes,
             'pieces': self.pieces,
             'held_bytes': self.outstanding_bytes,
+            'held_area': self.held_area,
             'refill_depth': self.refill.depth if self.refill is not None else 0,
             'refill_waiting': len(self.returns_waiting),
             'stopped_for_area': len(self.starved),
