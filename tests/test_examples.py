@@ -13,6 +13,7 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, "examples")
     ("echo_server.py", [], "2000 echoes of 1024 bytes verified"),
     ("zerocopy_blob_server.py", [], "identical: True"),
     ("zerocopy_blob_server.py", ["--registered"], "identical: True"),
+    ("zcrx_upload_server.py", [], "sha256 matches: True"),
 ])
 def test_example_demo(script, flags, expect):
     out = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), "--demo"] + flags,
