@@ -62,6 +62,7 @@ cdef class ZeroCopyReceive:
     cdef bint serves(self, RingLoop loop)
     cdef int arm(self, object tr) except -1
     cdef int disarm(self, object tr) except -1
+    cdef io_uring_sqe *get_sqe(self) except NULL
     cdef int submit(self) except -1
     cdef int reap(self) except -1
     cdef int complete(self, uint64_t token, int32_t res, uint32_t flags,

@@ -417,11 +417,11 @@ cdef class ZeroCopyReceive:
             self.submit()
         ts.tv_sec = <int64_t>delay
         ts.tv_nsec = <long long>((delay - ts.tv_sec) * 1e9)
-        sqe = ul_get_sqe(&self.ring)
+        sqe = self.get_sqe()
         ul_prep_timeout_success(sqe, &ts)
         ul_sqe_set_flags(sqe, IOSQE_IO_LINK)
         ul_sqe_set_data(sqe, 0)
-        sqe = ul_get_sqe(&self.ring)
+        sqe = self.get_sqe()
         ul_prep_nop(sqe)
         ul_sqe_set_data(sqe, tr.zc_token)
         self.submit()
@@ -462,10 +462,7 @@ cdef class ZeroCopyReceive:
             tr.zc_token = self.next_token
         self.conns[tr.zc_token] = tr
         if not self.simulated:
-            sqe = ul_get_sqe(&self.ring)
-            if sqe == NULL:
-                self.submit()
-                sqe = ul_get_sqe(&self.ring)
+            sqe = self.get_sqe()
             ul_prep_recv_zc(sqe, tr.fd, self.zcrx_id)
             ul_sqe_set_data(sqe, tr.zc_token)
             if not self.in_batch:
@@ -485,10 +482,7 @@ cdef class ZeroCopyReceive:
             # what the kernel does for a cancelled RECV_ZC: a final CQE
             self.loop.call_soon(self._complete_later, tr.zc_token, -ECANCELED)
             return 0
-        sqe = ul_get_sqe(&self.ring)
-        if sqe == NULL:
-            self.submit()
-            sqe = ul_get_sqe(&self.ring)
+        sqe = self.get_sqe()
         ul_prep_cancel(sqe, tr.zc_token, 0)
         ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
         ul_sqe_set_data(sqe, 0)
@@ -500,6 +494,17 @@ cdef class ZeroCopyReceive:
         self.complete(token, res, 0, 0)
         self.commit()
 
+    cdef io_uring_sqe *get_sqe(self) except NULL:
+        """A free SQE of the dedicated ring, submitting what is queued when
+        the ring is full."""
+        cdef io_uring_sqe *sqe = ul_get_sqe(&self.ring)
+        if sqe == NULL:
+            self.submit()
+            sqe = ul_get_sqe(&self.ring)
+            if sqe == NULL:
+                raise RuntimeError('the zero-copy receive ring takes no more requests')
+        return sqe
+
     cdef int submit(self) except -1:
         cdef int ret
         if not self.ring_open:
@@ -510,7 +515,6 @@ cdef class ZeroCopyReceive:
         return 0
 
     def _on_ready(self):
-        cdef uint64_t value
         if not self.ring_open:
             return
         # drain the eventfd (non-blocking); a spurious wakeup reaps nothing

@@ -209,13 +209,11 @@ cdef class StreamTransport(BaseTransport):
         try:
             receiver(piece)
         except (SystemExit, KeyboardInterrupt):
-            piece.delivered_now()
             raise
         except BaseException as exc:
-            piece.delivered_now()
             self.fatal_error(exc, 'Fatal error: protocol.zerocopy_received() call failed.')
-            return 0
-        piece.delivered_now()
+        finally:
+            piece.delivered_now()
         return 0
 
     cdef int deliver(self, object data) except -1:
