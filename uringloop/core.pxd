@@ -40,6 +40,7 @@ cdef class RingLoop:
     cdef public object _ready
     cdef public object _scheduled
     cdef public bint _stopping
+    cdef public bint _closed
     cdef public Py_ssize_t _timer_cancelled_count
     cdef public object _debug
     cdef public double _clock_resolution

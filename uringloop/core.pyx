@@ -45,6 +45,7 @@ on its data structures (_ready, _scheduled), so behaviour matches the stdlib.
 
 cimport cython
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
+from cpython.object cimport PyTypeObject
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBuffer_FillInfo, Py_buffer,
                              PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_FORMAT, PyBUF_ND,
                              PyBUF_STRIDES)
@@ -59,6 +60,7 @@ from .includes.ring cimport *
 
 import asyncio
 import collections
+import contextvars
 import errno as _errno
 import heapq
 import ipaddress
@@ -66,6 +68,7 @@ import os
 import socket
 import sys
 import threading
+import types
 import warnings
 
 import weakref
@@ -253,6 +256,77 @@ cdef object convert_error(int res):
 
 Handle = events.Handle
 TimerHandle = events.TimerHandle
+
+
+# call_soon makes a Handle per callback, and Handle.__init__ (Python) was
+# half of call_soon's cost.  Outside debug mode it only stores seven slots,
+# so new_handle() allocates the instance and stores them itself, at the
+# offsets of Handle's slot descriptors -- the same object, made the same
+# way, without the frame.  setup_fast_handles() checks the layout it relies
+# on and compares one handle made each way; on any difference (another
+# Python, a patched Handle) call_soon keeps calling Handle().
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    object PyType_GenericAlloc(PyTypeObject *t, Py_ssize_t nitems)
+    object PyContext_CopyCurrent()
+
+cdef Py_ssize_t H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT
+cdef bint fast_handles = False
+HANDLE_INIT = Handle.__init__
+
+
+cdef inline void store_slot(object obj, Py_ssize_t offset, object value):
+    """Store value in a still-empty slot of a fresh object."""
+    Py_INCREF(value)
+    (<PyObject **>((<char *><PyObject *>obj) + offset))[0] = <PyObject *>value
+
+
+cdef object new_handle(object callback, object args, object loop, object context):
+    """Handle(callback, args, loop, context) for a loop not in debug mode."""
+    if not fast_handles or Handle.__init__ is not HANDLE_INIT:
+        return Handle(callback, args, loop, context)
+    if context is None:
+        context = PyContext_CopyCurrent()
+    handle = PyType_GenericAlloc(<PyTypeObject *>Handle, 0)
+    store_slot(handle, H_CONTEXT, context)
+    store_slot(handle, H_LOOP, loop)
+    store_slot(handle, H_CALLBACK, callback)
+    store_slot(handle, H_ARGS, args)
+    store_slot(handle, H_CANCELLED, False)
+    store_slot(handle, H_REPR, None)
+    store_slot(handle, H_TRACEBACK, None)
+    return handle
+
+
+class _NotDebugging:
+    def get_debug(self):
+        return False
+
+
+cdef setup_fast_handles():
+    global fast_handles, H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT
+    names = ('_callback', '_args', '_cancelled', '_loop', '_source_traceback', '_repr',
+             '_context')
+    offsets = []
+    if set(getattr(Handle, '__slots__', ())) != set(names) | {'__weakref__'}:
+        return
+    for name in names:
+        desc = Handle.__dict__.get(name)
+        if type(desc) is not types.MemberDescriptorType:
+            return
+        offsets.append((<PyMemberDescrObject *><PyObject *>desc).d_member.offset)
+    H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT = offsets
+    fast_handles = True
+    loop, context, args = _NotDebugging(), contextvars.copy_context(), (1, 2)
+    made, reference = new_handle(print, args, loop, context), Handle(print, args, loop, context)
+    if (type(made) is not Handle or
+            any(getattr(made, name) is not getattr(reference, name) for name in names)):
+        fast_handles = False
+
+setup_fast_handles()
 
 
 cdef int run_handle(object handle) except -1:
@@ -513,7 +587,7 @@ cdef class RingLoop:
                                                         context=context)
         if self._closed:
             raise RuntimeError('Event loop is closed')
-        handle = Handle(callback, args, self, context)
+        handle = new_handle(callback, args, self, context)
         self._ready.append(handle)
         return handle
 
