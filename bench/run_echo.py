@@ -2,7 +2,8 @@
 server (protocol, streams, sock_* styles) pinned to CPU 0 while a C client
 pinned to CPU 1 drives 10 connections with 1, 10 and 100 KiB messages and
 checks every byte.  Loops run interleaved, several rounds; the medians and
-the ratios to uringloop go to bench/results/echo-<date>.json and .md.
+the ratios to uringloop (medians of the per-round ratios) go to
+bench/results/echo-<date>.json and .md.
 
     python3 bench/run_echo.py                    # full run (~6 min)
     python3 bench/run_echo.py --quick            # one round, 2 s cells
@@ -28,6 +29,14 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # comparison would measure malloc, not the loop.
 MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(16 << 20), "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 SERVER_ENV = dict(os.environ, **MALLOC_ENV)
+
+
+def paired_ratio(ours, theirs, metric):
+    """Median over rounds of ours/theirs for one metric.  The loops run
+    interleaved, so the cells of one round saw the same machine; pairing
+    them cancels the drift between rounds (these machines swing by 20%
+    and more), which a ratio of the two medians does not."""
+    return statistics.median(a[metric] / b[metric] for a, b in zip(ours, theirs))
 
 
 def build_client():
@@ -104,7 +113,13 @@ def main():
     parser.add_argument("--loops", default=",".join(LOOPS))
     parser.add_argument("--styles", default="protocol,streams,sock")
     parser.add_argument("--sizes", default="1024,10240,102400")
+    parser.add_argument("--render", metavar="JSON", help="print the table of a saved run")
     args = parser.parse_args()
+    if args.render:
+        with open(args.render) as f:
+            saved = json.load(f)
+        print(render(saved["runs"], saved["median"]))
+        return
     if args.quick:
         args.rounds, args.seconds = 1, 2.0
     loops = args.loops.split(",")
@@ -132,20 +147,27 @@ def main():
     with open(os.path.join(RESULTS, f"echo-{stamp}.json"), "w") as f:
         json.dump({"args": vars(args), "malloc_env": MALLOC_ENV, "runs": runs,
                    "median": summary}, f, indent=1)
-    lines = ["| cell | loop | req/s | MB/s | server CPU us/req | uringloop req/s ratio | uringloop CPU/req ratio | enter/req |",
-             "|---|---|---|---|---|---|---|---|"]
-    for key, per_loop in summary.items():
-        u = per_loop.get("uringloop")
-        for loop, m in per_loop.items():
-            ratio = f"{u['req_s'] / m['req_s']:.2f}x" if u and loop != "uringloop" else ""
-            cratio = f"{u['cpu_us_per_req'] / m['cpu_us_per_req']:.2f}x" if u and loop != "uringloop" else ""
-            enter = f"{m['enter_per_req']:.3f}" if "enter_per_req" in m else ""
-            lines.append(f"| {key} | {loop} | {m['req_s']:.0f} | {m['mb_s']:.1f} | "
-                         f"{m['cpu_us_per_req']:.2f} | {ratio} | {cratio} | {enter} |")
-    table = "\n".join(lines)
+    table = render(runs, summary)
     with open(os.path.join(RESULTS, f"echo-{stamp}.md"), "w") as f:
         f.write(table + "\n")
     print(table)
+
+
+def render(runs, summary):
+    """The markdown table of one run (also: --render FILE.json)."""
+    lines = ["| cell | loop | req/s | MB/s | server CPU us/req | uringloop req/s ratio | uringloop CPU/req ratio | enter/req |",
+             "|---|---|---|---|---|---|---|---|"]
+    for key, per_loop in summary.items():
+        u = runs[key].get("uringloop")
+        for loop, m in per_loop.items():
+            ratio = cratio = ""
+            if u and loop != "uringloop":
+                ratio = f"{paired_ratio(u, runs[key][loop], 'req_s'):.2f}x"
+                cratio = f"{paired_ratio(u, runs[key][loop], 'cpu_us_per_req'):.2f}x"
+            enter = f"{m['enter_per_req']:.3f}" if "enter_per_req" in m else ""
+            lines.append(f"| {key} | {loop} | {m['req_s']:.0f} | {m['mb_s']:.1f} | "
+                         f"{m['cpu_us_per_req']:.2f} | {ratio} | {cratio} | {enter} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ import statistics
 import subprocess
 import sys
 
-from run_echo import HERE, MALLOC_ENV, RESULTS, SERVER_ENV, cpu_seconds, wait_idle
+from run_echo import (HERE, MALLOC_ENV, RESULTS, SERVER_ENV, cpu_seconds, paired_ratio,
+                      wait_idle)
 
 LOOPS = ["uringloop", "uvloop", "rloop", "asyncio"]
 
@@ -79,7 +80,13 @@ def main():
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--loops", default=",".join(LOOPS))
     parser.add_argument("--apps", default=",".join(APPS))
+    parser.add_argument("--render", metavar="JSON", help="print the table of a saved run")
     args = parser.parse_args()
+    if args.render:
+        with open(args.render) as f:
+            saved = json.load(f)
+        print(render(saved["runs"], saved["median"]))
+        return
     if shutil.which("wrk") is None:
         sys.exit("wrk not found: apt-get install wrk")
     runs = {}
@@ -100,21 +107,27 @@ def main():
     with open(os.path.join(RESULTS, f"http-{stamp}.json"), "w") as f:
         json.dump({"args": vars(args), "malloc_env": MALLOC_ENV, "runs": runs,
                    "median": median}, f, indent=1)
+    table = render(runs, median)
+    with open(os.path.join(RESULTS, f"http-{stamp}.md"), "w") as f:
+        f.write(table + "\n")
+    print(table)
+
+
+def render(runs, median):
+    """The markdown table of one run (also: --render FILE.json)."""
     lines = ["| app | loop | req/s | server CPU us/req | syscalls/req "
              "| uringloop req/s ratio | uringloop CPU/req ratio |",
              "|---|---|---|---|---|---|---|"]
     for key, m in median.items():
         app, loop = key.split("/")
-        u = median.get(f"{app}/uringloop")
+        u = runs.get(f"{app}/uringloop")
         ratio = cpu_ratio = ""
         if u and loop != "uringloop":
-            ratio = f"{u['req_s'] / m['req_s']:.2f}x"
-            cpu_ratio = f"{u['cpu_us_per_req'] / m['cpu_us_per_req']:.2f}x"
+            ratio = f"{paired_ratio(u, runs[key], 'req_s'):.2f}x"
+            cpu_ratio = f"{paired_ratio(u, runs[key], 'cpu_us_per_req'):.2f}x"
         lines.append(f"| {app} | {loop} | {m['req_s']:.0f} | {m['cpu_us_per_req']:.1f} | "
                      f"{m.get('syscalls_per_req', float('nan')):.2f} | {ratio} | {cpu_ratio} |")
-    with open(os.path.join(RESULTS, f"http-{stamp}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
