@@ -39,6 +39,19 @@ def paired_ratio(ours, theirs, metric):
     return statistics.median(a[metric] / b[metric] for a, b in zip(ours, theirs))
 
 
+def save_results(kind, args, runs, median, table):
+    """bench/results/<kind>-<date>.json (arguments, malloc settings, every
+    round, medians) and .md (the table), and print the table."""
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, f"{kind}-{stamp}.json"), "w") as f:
+        json.dump({"args": vars(args), "malloc_env": MALLOC_ENV, "runs": runs,
+                   "median": median}, f, indent=1)
+    with open(os.path.join(RESULTS, f"{kind}-{stamp}.md"), "w") as f:
+        f.write(table + "\n")
+    print(table)
+
+
 def build_client():
     exe = os.path.join(RESULTS, "echo_client")
     src = os.path.join(HERE, "echo_client.c")
@@ -142,15 +155,7 @@ def main():
         for loop, cells in per_loop.items():
             summary[key][loop] = {m: statistics.median(c[m] for c in cells)
                                   for m in cells[0]}
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"echo-{stamp}.json"), "w") as f:
-        json.dump({"args": vars(args), "malloc_env": MALLOC_ENV, "runs": runs,
-                   "median": summary}, f, indent=1)
-    table = render(runs, summary)
-    with open(os.path.join(RESULTS, f"echo-{stamp}.md"), "w") as f:
-        f.write(table + "\n")
-    print(table)
+    save_results("echo", args, runs, summary, render(runs, summary))
 
 
 def render(runs, summary):

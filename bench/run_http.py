@@ -7,7 +7,6 @@ Needs wrk (Debian package).  Results to bench/results/http-<date>.json/.md.
     python3 bench/run_http.py [--rounds 3] [--seconds 5] [--apps aiohttp,raw]
 """
 import argparse
-import datetime
 import json
 import os
 import re
@@ -16,8 +15,7 @@ import statistics
 import subprocess
 import sys
 
-from run_echo import (HERE, MALLOC_ENV, RESULTS, SERVER_ENV, cpu_seconds, paired_ratio,
-                      wait_idle)
+from run_echo import HERE, SERVER_ENV, cpu_seconds, paired_ratio, save_results, wait_idle
 
 LOOPS = ["uringloop", "uvloop", "rloop", "asyncio"]
 
@@ -102,15 +100,7 @@ def main():
                       flush=True)
     median = {key: {m: statistics.median(c[m] for c in cells) for m in cells[0]}
               for key, cells in runs.items()}
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"http-{stamp}.json"), "w") as f:
-        json.dump({"args": vars(args), "malloc_env": MALLOC_ENV, "runs": runs,
-                   "median": median}, f, indent=1)
-    table = render(runs, median)
-    with open(os.path.join(RESULTS, f"http-{stamp}.md"), "w") as f:
-        f.write(table + "\n")
-    print(table)
+    save_results("http", args, runs, median, render(runs, median))
 
 
 def render(runs, median):

@@ -13,14 +13,13 @@ ratios against uringloop's ZC never in the same run.
 Results to bench/results/zerocopy-<date>.json and .md.
 """
 import argparse
-import datetime
 import json
 import os
 import statistics
 import subprocess
 import sys
 
-from run_echo import HERE, MALLOC_ENV, RESULTS, SERVER_ENV, wait_idle
+from run_echo import HERE, SERVER_ENV, save_results, wait_idle
 
 sys.path.insert(0, os.path.join(HERE, os.pardir, "tests", "helpers"))
 from netns import drop_namespaces, make_udp_sink  # noqa: E402  (shared with the tests)
@@ -77,14 +76,7 @@ def main():
             lines.append(f"| {key} | {mode} | {median[key][mode] / 1e6:.1f} | "
                          f"{median[key][mode] / median[key]['ZC_NEVER']:.2f}x | "
                          f"{z['zerocopy_sends']} | {z['copied_reports']} |")
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"zerocopy-{stamp}.json"), "w") as f:
-        json.dump({"args": vars(args), "malloc_env": MALLOC_ENV, "runs": runs,
-                   "median": median}, f, indent=1)
-    with open(os.path.join(RESULTS, f"zerocopy-{stamp}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    save_results("zerocopy", args, runs, median, "\n".join(lines))
 
 
 if __name__ == "__main__":
