@@ -570,3 +570,33 @@ def test_small_held_pieces_count_as_the_buffers_they_pin():
         assert info["held_area"] == 0 and info["receive_armed"]
     zcrx_server(zcrx, Keeper, body)
     zcrx.close()
+
+
+def test_closing_the_queue_leaves_live_connections_on_ordinary_receives():
+    """zcrx.close() while connections are up, one of them stopped for area
+    pressure: both go on receiving with ordinary RECVs; a piece held from
+    before stays readable and giving it back later is harmless."""
+    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=64 * 1024, refill_entries=64)
+
+    async def body(loop, protocols, reader, writer):
+        p = protocols[0]
+        p.hold = True
+        zcrx.area_memory()[0:4] = b"kept"
+        for i in range(9):                                # past half: stopped
+            zcrx._feed(p.transport, 4096, i * 4096)
+        await asyncio.sleep(0.01)
+        assert p.transport.get_extra_info("zerocopy_receive")["stopped_for_area"] == 1
+        zcrx.close()
+        info = p.transport.get_extra_info("zerocopy_receive")
+        assert not info["receiving_zerocopy"] and info["receive_armed"]
+        writer.write(b"after close")
+        for _ in range(100):
+            if p.events:
+                break
+            await asyncio.sleep(0.01)
+        assert p.events == [("data", b"after close")]
+        assert bytes(p.pieces[0])[:4] == b"kept"
+        for piece in p.pieces:
+            piece.release()
+    zcrx_server(zcrx, Keeper, body)
+    assert "closed" in zcrx.reason and not zcrx.active

@@ -1117,7 +1117,7 @@ cdef class RingLoop:
     def _detach_zcrx(self):
         users, self.zcrx_users = self.zcrx_users, []
         for zcrx in users:
-            (<ZeroCopyReceive>zcrx).detach()
+            (<ZeroCopyReceive>zcrx).detach(False)
 
     def _stop_fd_watches(self):
         for op in self.accepting.values():

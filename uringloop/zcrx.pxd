@@ -47,6 +47,7 @@ cdef class ZeroCopyReceive:
     cdef list returns_waiting         # (off, len) the full refill queue refused
     cdef list starved                 # transports stopped for area pressure
     cdef bint in_batch
+    cdef bint draining                # close(): RECV_ZC requests are being ended
     cdef readonly Py_ssize_t outstanding_bytes   # pieces not given back
     cdef readonly Py_ssize_t held_area   # ... and the area buffers they pin
     cdef readonly uint64_t zerocopy_bytes
@@ -69,4 +70,6 @@ cdef class ZeroCopyReceive:
                       uint64_t off) except -1
     cdef int give(self, uint64_t off, uint32_t length) except -1
     cdef int commit(self) except -1
-    cdef int detach(self) except -1
+    cdef int drain(self) except -1
+    cdef int detach(self, bint rearm) except -1
+    cdef log_off(self)

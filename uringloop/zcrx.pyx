@@ -276,10 +276,12 @@ cdef class ZeroCopyReceive:
                     if hint:
                         self.reason += f'; {hint}'
             if self.reason is not None:
-                logger.warning('uringloop: zero-copy receive on %s queue %d is off, '
-                               'ordinary receives instead: %s',
-                               self.interface, self.queue, self.reason)
+                self.log_off()
         return self.registered
+
+    cdef log_off(self):
+        logger.warning('uringloop: zero-copy receive on %s queue %d is off, '
+                       'ordinary receives instead: %s', self.interface, self.queue, self.reason)
 
     cdef int open_ring(self) except -1:
         """The dedicated CQE32 | DEFER_TASKRUN ring and its eventfd."""
@@ -418,7 +420,7 @@ cdef class ZeroCopyReceive:
         ts.tv_sec = <int64_t>delay
         ts.tv_nsec = <long long>((delay - ts.tv_sec) * 1e9)
         sqe = self.get_sqe()
-        ul_prep_timeout_success(sqe, &ts)
+        ul_prep_timeout_keep_link(sqe, &ts)
         ul_sqe_set_flags(sqe, IOSQE_IO_LINK)
         ul_sqe_set_data(sqe, 0)
         sqe = self.get_sqe()
@@ -445,10 +447,8 @@ cdef class ZeroCopyReceive:
                 self.release_ring()
                 self.registered = False
                 self.reason = f'cannot enable the zero-copy receive ring: {os.strerror(-ret)}'
-                logger.warning('uringloop: zero-copy receive on %s queue %d is off, '
-                               'ordinary receives instead: %s',
-                               self.interface, self.queue, self.reason)
-                return 0
+                self.log_off()
+                return False
         self.loop = loop
         loop.zcrx_users.append(self)
         loop.add_watch(loop.readers, self.efd, POLLIN, self._on_ready, ())
@@ -457,6 +457,10 @@ cdef class ZeroCopyReceive:
     cdef int arm(self, object transport) except -1:
         cdef StreamTransport tr = transport
         cdef io_uring_sqe *sqe
+        if not self.ring_open or self.draining:
+            # closed (or its loop closed) meanwhile: receive ordinarily
+            tr.zc_rx = False
+            return tr.start_reading()
         if tr.zc_token == 0:
             self.next_token += 1
             tr.zc_token = self.next_token
@@ -582,19 +586,16 @@ cdef class ZeroCopyReceive:
         if res == -ENOSPC:
             res = -ENOBUFS          # the CQ overflowed: arm again, like a dry buffer ring
         elif final and (res == -EINVAL or res == -EOPNOTSUPP) and tr.zc_received_bytes == 0:
-            # the kernel refused RECV_ZC for this socket: it receives
-            # ordinarily from now on (nothing was consumed from it)
+            # the kernel refused RECV_ZC for this socket (nothing was
+            # consumed from it): the re-arm below is an ordinary RECV
             self.fallbacks += 1
             if self.fallbacks == 1:
                 logger.warning('uringloop: RECV_ZC refused on %s queue %d (%s); that '
                                'connection receives ordinarily', self.interface,
                                self.queue, os.strerror(-res))
             self.conns.pop(token, None)
-            tr.recv_armed = False
             tr.zc_rx = False
-            tr.op_finished()
-            tr.start_reading()
-            return 0
+            res = -ENOBUFS
         return tr.recv_completed(res, flags, None, False)
 
     cdef int give(self, uint64_t off, uint32_t length) except -1:
@@ -634,22 +635,56 @@ cdef class ZeroCopyReceive:
         ul_zcrx_rq_commit(&self.refill.rq)
         return 0
 
-    cdef int detach(self) except -1:
-        """The loop closes: end every connection's receive here and unbind
-        the queue.  Pieces still held stay readable (the area stays mapped
+    cdef int drain(self) except -1:
+        """Before unbinding with the loop still running: cancel every
+        RECV_ZC and reap (for a second at most) until the kernel has ended
+        them, so that what they received reaches the connections in order
+        and each re-arms with an ordinary RECV (arm() refuses while
+        draining).  Exiting the ring at once instead could let a RECV_ZC
+        still take bytes from a socket after the ordinary RECV took over."""
+        cdef StreamTransport tr
+        cdef double deadline = monotonic() + 1.0
+        self.draining = True
+        if not self.ring_open or self.simulated:
+            return 0
+        for t in list(self.conns.values()):
+            self.disarm(t)
+        self.submit()
+        while monotonic() < deadline:
+            for t in self.conns.values():
+                tr = t
+                if tr.zc_rx and tr.recv_armed:
+                    break
+            else:
+                break
+            ul_ring_enter(&self.ring, 1, 100000000)
+            self.reap()
+        return 0
+
+    cdef int detach(self, bint rearm) except -1:
+        """Unbind the queue: the kernel ends every connection's RECV_ZC;
+        with rearm (the loop runs on), those connections go on with ordinary
+        receives.  Pieces still held stay readable (the area stays mapped
         while they live); giving them back then does nothing."""
         cdef StreamTransport tr
         conns, self.conns = self.conns, {}
-        for t in conns.values():
+        starved, self.starved = self.starved, []
+        self.release_ring()
+        everyone = {id(t): t for t in starved}
+        everyone.update((id(t), t) for t in conns.values())
+        for t in everyone.values():
             tr = t
+            tr.zc_rx = False
+            tr.zc_starved = False
             if tr.recv_armed:
                 tr.recv_armed = False
                 tr.op_finished()
-        self.starved = []
+            if rearm:
+                tr.start_reading()
         self.returns_waiting = []
         self.loop = None
         self.refill = None
-        self.release_ring()
+        self.draining = False
         self.registered = False
         self.tried = False          # a later loop may register again
         self.reason = 'the loop it was bound to closed'
@@ -663,7 +698,8 @@ cdef class ZeroCopyReceive:
             self.loop.remove_watch(self.loop.readers, self.efd)
             if self in self.loop.zcrx_users:
                 self.loop.zcrx_users.remove(self)
-        self.detach()
+        self.drain()
+        self.detach(True)
         self.reason = 'closed'
         self.tried = True
 

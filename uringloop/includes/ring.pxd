@@ -98,7 +98,7 @@ cdef extern from "ring/ring.h" nogil:
     struct __kernel_timespec:
         int64_t tv_sec
         long long tv_nsec
-    void ul_prep_timeout_success(io_uring_sqe *sqe, const __kernel_timespec *ts)
+    void ul_prep_timeout_keep_link(io_uring_sqe *sqe, const __kernel_timespec *ts)
     void ul_prep_read(io_uring_sqe *sqe, int fd, void *buf, unsigned len, uint64_t off)
     void ul_prep_write(io_uring_sqe *sqe, int fd, const void *buf, unsigned len, uint64_t off)
     void ul_prep_recv(io_uring_sqe *sqe, int fd, void *buf, size_t len, int flags)

@@ -299,9 +299,10 @@ static inline void ul_prep_poll_multishot(struct io_uring_sqe *sqe, int fd, unsi
     sqe->len = IORING_POLL_ADD_MULTI;
 }
 
-/* A relative timeout of ts that completes with res 0 rather than -ETIME
- * (IORING_TIMEOUT_ETIME_SUCCESS, 5.16); the kernel copies ts at submit. */
-static inline void ul_prep_timeout_success(struct io_uring_sqe *sqe,
+/* A relative timeout of ts whose expiry (res -ETIME) counts as success, so
+ * a request linked behind it runs once it expires: a delay
+ * (IORING_TIMEOUT_ETIME_SUCCESS, 5.16).  The kernel copies ts at submit. */
+static inline void ul_prep_timeout_keep_link(struct io_uring_sqe *sqe,
                                            const struct __kernel_timespec *ts)
 {
     ul_prep_rw(sqe, IORING_OP_TIMEOUT, -1, ts, 1, 0);
