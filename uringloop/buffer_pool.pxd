@@ -8,6 +8,7 @@ cdef class PoolRegion:
     cdef int index                   # slot in the ring's buffer table, -1: none
     cdef list free_runs              # sorted [offset, length] of free pages
     cdef Py_ssize_t live             # RegisteredBuffers cut from it
+    cdef BufferPool pool             # told when the region falls idle
 
     cdef Py_ssize_t take(self, size_t length)
     cdef int give_back(self, size_t offset, size_t length) except -1
@@ -30,8 +31,12 @@ cdef class BufferPool:
     cdef object unregistered_reason  # why a region could not be registered
     cdef size_t registered_bytes
     cdef size_t unregistered_bytes
+    cdef ul_ring *ring               # NULL once the loop closed
+    cdef Py_ssize_t regions_dropped
 
     cdef RegisteredBuffer allocate(self, ul_ring *ring, size_t length)
+    cdef int region_idle(self, PoolRegion region) except -1
+    cdef int drop_region(self, PoolRegion region) except -1
     cdef register(self, ul_ring *ring, PoolRegion region)
     cdef note_refusal(self, str what, int ret)
     cdef int index_of(self, char *buf, size_t length)

@@ -17,10 +17,19 @@
 # then uses SEND_ZC without FIXED_BUF (or a copying send when that too is
 # refused).  The reason is kept in loop.stats()['buffer_pool'].
 #
-# Lifetime: a region is unmapped only when its last RegisteredBuffer is gone
-# and the pool dropped it (loop.close()); a RegisteredBuffer is kept alive by
+# Lifetime: a region is unmapped only when its last RegisteredBuffer has given
+# its pages back and the pool dropped it; a RegisteredBuffer is kept alive by
 # the views of it, and a send in flight holds such a view until the kernel's
 # notification, so no page is unmapped or reused while the kernel may read it.
+#
+# Bounded memory: a region whose buffers have all come back is idle.  The
+# pool keeps idle regions up to IDLE_KEEP_BYTES for reuse and drops the rest
+# (the slot is unregistered, which unpins the pages, and the memory
+# unmapped), so what it holds stays near what is alive.  Regions for buffers
+# larger than REGION_SIZE are rounded up to a size class (eight per power
+# of two), so that a buffer a little larger than the last can reuse its idle
+# region: without both, 300 buffers of 4 MiB + k pages, each released
+# before the next, left 300 regions (1.3 GiB) and a full table.
 
 from posix.mman cimport mmap, munmap, PROT_READ, PROT_WRITE, MAP_PRIVATE, MAP_ANONYMOUS, MAP_FAILED
 
@@ -28,6 +37,19 @@ cdef size_t PAGE = 4096
 cdef size_t REGION_SIZE = 4 * 1024 * 1024     # a new region, unless asked for more
 cdef size_t MAX_BUFFER = 1 << 30              # the kernel's limit per registered buffer
 cdef unsigned TABLE_SLOTS = 64
+cdef size_t IDLE_KEEP_BYTES = 2 * REGION_SIZE   # idle regions kept for reuse
+
+
+cdef size_t region_size_for(size_t span):
+    """A region for `span` bytes: REGION_SIZE, or span rounded up to a
+    power of two between span/16 and span/8 (at most 12.5% more)."""
+    cdef size_t step = 1
+    if span <= REGION_SIZE:
+        return REGION_SIZE
+    while step * 8 <= span:
+        step *= 2
+    # step is 1/8..1/4 of span; round to it
+    return (span + step - 1) & ~(step - 1)
 cdef char *BYTE_FORMAT = b'B'
 
 
@@ -69,6 +91,8 @@ cdef class PoolRegion:
             self.free_runs[i - 1][1] += self.free_runs[i][1]
             del self.free_runs[i]
         self.live -= 1
+        if self.live == 0 and self.pool is not None:
+            self.pool.region_idle(self)
         return 0
 
 
@@ -143,9 +167,11 @@ cdef class RegisteredBuffer:
         self.return_pages()
 
     cdef int return_pages(self) except -1:
-        if not self.returned and self.region is not None:
+        cdef PoolRegion region = self.region
+        if not self.returned and region is not None:
             self.returned = True
-            self.region.give_back(self.offset, self.span)
+            self.region = None      # a dropped region is unmapped with its last user
+            region.give_back(self.offset, self.span)
             UL_COUNT(UL_LIVE_REGISTERED_BUFFERS, -1)
         return 0
 
@@ -184,7 +210,9 @@ cdef class BufferPool:
                 region = candidate
                 break
         if region is None:
-            region = new_region(max(span, REGION_SIZE))
+            region = new_region(region_size_for(span))
+            region.pool = self
+            self.ring = ring
             self.register(ring, region)
             self.regions.append(region)
             offset = region.take(span)
@@ -243,20 +271,77 @@ cdef class BufferPool:
                 return region.index
         return -1
 
+    cdef int region_idle(self, PoolRegion region) except -1:
+        """Every buffer of `region` came back: keep the most recently idle
+        regions up to IDLE_KEEP_BYTES, drop the others."""
+        cdef size_t kept = 0
+        cdef PoolRegion r
+        if region not in self.regions:
+            return 0
+        # the newest idle region first, then the others, newest last
+        idle = [region] + [r for r in reversed(self.regions)
+                           if r is not region and (<PoolRegion>r).live == 0]
+        for r in idle:
+            if kept + r.size <= IDLE_KEEP_BYTES:
+                kept += r.size
+            else:
+                self.drop_region(r)
+        return 0
+
+    cdef int drop_region(self, PoolRegion region) except -1:
+        """Unregister an idle region and let it go (unmapped when the last
+        reference is gone: no buffer and no send uses it)."""
+        cdef int ret
+        if region.index >= 0:
+            if self.ring != NULL:
+                ret = ul_ring_update_buffer(self.ring, region.index, NULL, 0)
+                if ret < 0:
+                    return 0        # keep it rather than leave a stale slot
+            self.registered_bytes -= region.size
+            region.index = -1
+        else:
+            self.unregistered_bytes -= region.size
+        region.pool = None
+        self.regions.remove(region)
+        self.regions_dropped += 1
+        return 0
+
     cdef int close(self) except -1:
         """The ring is going away: its registrations with it.  Buffers still
         referenced stay valid memory (their regions live on with them)."""
         for r in self.regions:
             (<PoolRegion>r).index = -1
+            (<PoolRegion>r).pool = None
         self.regions = []
+        self.ring = NULL
         return 0
 
     def stats(self):
-        live = sum((<PoolRegion>r).live for r in self.regions)
+        """'regions' mapped and 'mapped_bytes', of which 'idle_bytes' hold
+        no buffer; 'registered_bytes'/'unregistered_bytes'; 'buffers' alive;
+        'table_full' when a region found no slot in the ring's buffer table
+        (its buffers then pin pages per send); 'regions_dropped' idle regions
+        given back; 'unregistered_reason'."""
+        cdef PoolRegion r
+        live = 0
+        mapped = idle = 0
+        used_slots = 0
+        for r in self.regions:
+            live += r.live
+            mapped += r.size
+            if r.live == 0:
+                idle += r.size
+            if r.index >= 0:
+                used_slots += 1
         return {
             'regions': len(self.regions),
+            'mapped_bytes': mapped,
+            'idle_bytes': idle,
             'registered_bytes': self.registered_bytes,
             'unregistered_bytes': self.unregistered_bytes,
             'buffers': live,
+            'table_slots': max(self.table_slots, 0),
+            'table_full': self.table_slots > 0 and used_slots >= self.table_slots,
+            'regions_dropped': self.regions_dropped,
             'unregistered_reason': self.unregistered_reason,
         }
