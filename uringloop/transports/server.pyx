@@ -13,6 +13,15 @@
 # (it accepts up to `backlog` per readiness event); with fewer, 300
 # simultaneous connects to a backlog of 100 overflowed the accept queue and
 # some clients were reset.
+#
+# Stopping (Server.close(), loop.close()) cancels the ACCEPTs by user_data
+# and hands the cancel to the kernel at once; the same io_uring_enter runs
+# the deferred completions, which drop the requests' references to the
+# listening file, and then the socket is closed, before close() returns, as
+# the stdlib does: a connect() right after server.close() is refused.  The
+# socket is never shut down: shutdown(SHUT_RD) on a listening socket tears
+# down its accept queue for every process that shares it (gunicorn -w N, a
+# socket passed by systemd), and they would refuse connections too.
 
 
 cdef int MAX_ACCEPT_DEPTH = 256  # single-shot ACCEPTs in flight per socket, at most
@@ -31,7 +40,6 @@ cdef class ServerAccept(Operation):
     cdef object ssl_handshake_timeout
     cdef object ssl_shutdown_timeout
     cdef bint active
-    cdef bint close_when_done
     cdef int pending
     cdef int depth
     cdef bint backing_off            # out of fds: waiting to try again
@@ -46,25 +54,37 @@ cdef class ServerAccept(Operation):
         return 0
 
     cdef int stop(self) except -1:
+        """Cancel the ACCEPTs in flight and close the listening socket now
+        (see the top of this file)."""
         cdef io_uring_sqe *sqe
         self.active = False
-        if self.pending and self.loop.ring_open:
-            self.close_when_done = True
+        if self.pending and self.loop.ring_open and not self.loop.draining:
             sqe = self.loop.sqe_for(None)
             ul_prep_cancel(sqe, <uint64_t><uintptr_t><PyObject *>self,
                            IORING_ASYNC_CANCEL_ALL)
             ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
-        else:
-            self.sock.close()
+            try:
+                # An enter runs a bounded batch of deferred completions
+                # (DEFER_TASKRUN: about 20 since Linux 6.13), and each
+                # cancelled ACCEPT holds the listening file until its own
+                # has run: enter until the kernel has none left (bounded;
+                # the CQEs wait in the CQ for the next reap).
+                for _ in range(2 + self.depth // 8):
+                    self.loop.submit_pending()
+                    if not ul_sq_taskrun(&self.loop.ring):
+                        break
+            except (RuntimeError, OSError):
+                pass    # another thread owns the ring: the next enter does it
+        self.sock.close()
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         self.pending -= 1
         if res >= 0:
-            if self.active:
-                self.loop._accepted(self, res)
-            else:
-                close(res)
+            # (also after stop(): a connection the kernel accepted as the
+            # cancel went in is served, not dropped -- with a shared socket
+            # no other process could have it any more)
+            self.loop._accepted(self, res)
         elif res != -ECANCELED and self.active and not self.backing_off:
             if res in (-EMFILE, -ENFILE, -ENOBUFS, -ENOMEM):
                 # Out of descriptors or memory: as the selector loop does,
@@ -76,11 +96,7 @@ cdef class ServerAccept(Operation):
                 })
                 self.backing_off = True
                 self.loop.call_later(constants.ACCEPT_RETRY_DELAY, self._rearm)
-        if self.pending == 0 and self.close_when_done:
-            self.close_when_done = False
-            self.sock.close()
-        else:
-            self.arm()
+        self.arm()
         return 0
 
     def _rearm(self):
