@@ -51,16 +51,20 @@ def _warn_fallback(exc):
 
 
 def _loop_factory(strict):
-    """new_event_loop, or the stdlib loop after one warning when io_uring is
-    refused and not strict."""
-    try:
-        features_ = features()
-    except Exception:       # pragma: no cover - probing itself failed
-        features_ = {"available": True}
-    if not features_["available"] and not strict:
-        _warn_fallback(features_["error"])
-        return _asyncio.new_event_loop
-    return new_event_loop
+    """A loop factory for asyncio.Runner: a uringloop Loop, or -- when the
+    ring cannot be made (a seccomp profile, io_uring_disabled, an old kernel,
+    no locked memory left even for the smallest ring) and not strict -- the
+    stdlib loop after one warning.  Decided by making the real Loop, not by
+    features()' probe."""
+    def factory():
+        try:
+            return Loop()
+        except RingUnavailableError as exc:
+            if strict:
+                raise
+            _warn_fallback(exc)
+            return _asyncio.new_event_loop()
+    return factory
 
 
 def run(main, *, debug=None, strict=None):
@@ -110,11 +114,12 @@ def install(*, strict=None):
                        "uringloop.run(main()) or asyncio.Runner(loop_factory="
                        "uringloop.new_event_loop)", DeprecationWarning, stacklevel=2)
     strict = _strict(strict)
-    info = features()
-    if not info["available"]:
+    try:
+        Loop().close()          # the real ring, as the policy's loops get it
+    except RingUnavailableError as exc:
         if strict:
-            raise RingUnavailableError(info["error"])
-        _warn_fallback(info["error"])
+            raise
+        _warn_fallback(exc)
         return
     with _warnings.catch_warnings():
         # asyncio's own warning for set_event_loop_policy on 3.14 would

@@ -16,6 +16,8 @@ cdef class Operation:
     cdef object future
     cdef bint in_flight
     cdef bint cancel_requested
+    cdef object context              # contextvars.Context its completion runs in
+                                     # (a transport's, a server's), or None
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1
     cdef int abandon(self) except -1

@@ -66,6 +66,7 @@ import heapq
 import ipaddress
 import os
 import socket
+import struct
 import sys
 import threading
 import types
@@ -146,6 +147,7 @@ cdef extern from "<malloc.h>" nogil:
 
 cdef extern from "<unistd.h>" nogil:
     int close(int fd)
+    int usleep(unsigned usec)
 
 cdef extern from "Python.h":
     int _PyBytes_Resize(PyObject **obj, Py_ssize_t newsize) except -1
@@ -166,16 +168,44 @@ cdef unsigned WANTED_SETUP_FLAGS = (
 
 cdef unsigned SQ_ENTRIES = 2048
 cdef unsigned CQ_ENTRIES = 16384
+# Without CAP_IPC_LOCK the ring's memory counts against RLIMIT_MEMLOCK; a
+# full-size ring takes ~400 KiB of it.  On ENOMEM the ring is made again,
+# a quarter the size each time, down to 32/128 entries (12 KiB): a loop that
+# works in a tight limit beats a fall-back to the stdlib loop.  A smaller
+# ring only means more io_uring_enter calls in a busy iteration.
+cdef unsigned MIN_SQ_ENTRIES = 32
 
 
-cdef ring_sizes(unsigned *sq, unsigned *cq):
+cdef int init_ring(ul_ring *ring, unsigned sq, unsigned cq, bint shrink) except? -1:
+    """ul_ring_init, trying smaller rings on ENOMEM when `shrink`."""
+    cdef int ret, retries = 0
+    while True:
+        ret = ul_ring_init(ring, sq, cq, WANTED_SETUP_FLAGS)
+        if ret != -ENOMEM or not shrink:
+            return ret
+        if sq > MIN_SQ_ENTRIES:
+            sq = max(sq // 4, MIN_SQ_ENTRIES)
+            cq = max(cq // 4, sq * 4)
+        elif retries < 20:
+            # The kernel gives a closed ring's memory back from a work
+            # queue, a moment later (features()'s probe ring, a loop just
+            # closed): in a limit that fits one ring only, wait for it.
+            retries += 1
+            with nogil:
+                usleep(5000)
+        else:
+            return ret
+
+
+cdef bint ring_sizes(unsigned *sq, unsigned *cq) except? False:
     """SQ_ENTRIES/CQ_ENTRIES, or URINGLOOP_RING_ENTRIES="sq,cq" (each a
     power of two, cq >= sq): the stress tests use a tiny ring to drive the
-    submission-queue-full and completion-queue-overflow paths."""
+    submission-queue-full and completion-queue-overflow paths.  True when
+    a smaller ring may be tried on ENOMEM (not for sizes asked for)."""
     sq[0], cq[0] = SQ_ENTRIES, CQ_ENTRIES
     value = os.environ.get('URINGLOOP_RING_ENTRIES')
     if not value:
-        return
+        return True
     try:
         want_sq, want_cq = (int(part) for part in value.split(','))
     except ValueError:
@@ -183,6 +213,7 @@ cdef ring_sizes(unsigned *sq, unsigned *cq):
     if not (2 <= want_sq <= 32768 and want_sq <= want_cq <= 65536):
         raise ValueError(f'URINGLOOP_RING_ENTRIES out of range: {value!r}')
     sq[0], cq[0] = want_sq, want_cq
+    return False
 cdef double MAXIMUM_TIMEOUT = 24 * 3600.0
 # How long close() waits for the kernel to give back in-flight requests.
 cdef double CLOSE_DRAIN_SECONDS = 5.0
@@ -272,6 +303,8 @@ cdef extern from "Python.h":
         PyMemberDef *d_member
     object PyType_GenericAlloc(PyTypeObject *t, Py_ssize_t nitems)
     object PyContext_CopyCurrent()
+    int PyContext_Enter(object ctx) except -1
+    int PyContext_Exit(object ctx) except -1
 
 cdef Py_ssize_t H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT
 cdef bint fast_handles = False
@@ -374,8 +407,8 @@ cdef class RingLoop:
         self.wakeup_fd = -1
         cdef unsigned sq_entries, cq_entries
         UL_COUNT(UL_LIVE_LOOPS, 1)
-        ring_sizes(&sq_entries, &cq_entries)
-        ret = ul_ring_init(&self.ring, sq_entries, cq_entries, WANTED_SETUP_FLAGS)
+        shrink = ring_sizes(&sq_entries, &cq_entries)
+        ret = init_ring(&self.ring, sq_entries, cq_entries, shrink)
         if ret < 0:
             raise setup_error(ret)
         self.ring_open = True
@@ -539,7 +572,7 @@ cdef class RingLoop:
         cdef int32_t res
         cdef uint32_t flags
         cdef Operation op
-        cdef bint final
+        cdef bint final, entered
         while ul_cq_ready(&self.ring):
             cqe = ul_cq_at(&self.ring, 0)
             user_data = cqe.user_data
@@ -554,20 +587,38 @@ cdef class RingLoop:
                 op.in_flight = False
                 op.cancel_requested = False
                 self.ops_in_flight -= 1
+            entered = False
             try:
                 if not self.draining:
+                    if op.context is not None:
+                        # protocol callbacks run in their transport's (or
+                        # server's) context, as the stdlib's reader handles
+                        # do (a context already entered -- a reap nested in
+                        # its own callback -- is simply kept)
+                        try:
+                            PyContext_Enter(op.context)
+                            entered = True
+                        except RuntimeError:
+                            pass
                     op.complete(res, flags)
                 elif final:
                     op.release()
             except (SystemExit, KeyboardInterrupt):
+                if entered:
+                    PyContext_Exit(op.context)
                 if final:
                     Py_DECREF(op)
                 raise
             except BaseException as exc:
+                if entered:
+                    PyContext_Exit(op.context)
+                    entered = False
                 self.call_exception_handler({
                     'message': f'Exception in completion of {op!r}',
                     'exception': exc,
                 })
+            if entered:
+                PyContext_Exit(op.context)
             if final:
                 Py_DECREF(op)    # the reference taken in sqe_for
         return 0
@@ -641,7 +692,9 @@ cdef class RingLoop:
             timeout_ns = 0
         elif scheduled:
             timeout = scheduled[0]._when - monotonic()
-            if timeout < 0:
+            if not timeout > 0:
+                # (NaN too: call_later(nan) runs at once, as in the stdlib;
+                # cast to int64 it would be a wait without end)
                 timeout = 0
             elif timeout > MAXIMUM_TIMEOUT:
                 timeout = MAXIMUM_TIMEOUT
@@ -688,27 +741,35 @@ cdef class RingLoop:
 
     # ---- readiness callbacks -----------------------------------------
 
-    cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args):
+    cdef add_watch(self, dict watches, object fileobj, unsigned mask, object callback, tuple args):
         cdef FdWatch watch
         self._check_closed()
-        fd = fileobj_to_fd(fd)
+        fd = fileobj_to_fd(fileobj)
         self._ensure_fd_no_transport(fd)
-        handle = events.Handle(callback, args, self, None)
         watch = watches.get(fd)
+        if watch is None:
+            check_fd_open(fd)
+        handle = events.Handle(callback, args, self, None)
         if watch is None:
             watch = new_fd_watch(self, fd, mask)
             watches[fd] = watch
         elif watch.handle is not None:
             watch.handle.cancel()
+        watch.fileobj = fileobj
         watch.handle = handle
         watch.arm()
         return handle
 
-    cdef object remove_watch(self, dict watches, object fd):
+    cdef object remove_watch(self, dict watches, object fileobj):
         cdef FdWatch watch
-        fd = fileobj_to_fd(fd)
         if self.is_closed():
+            if not isinstance(fileobj, int):
+                try:
+                    int(fileobj.fileno())
+                except (AttributeError, TypeError, ValueError):
+                    raise ValueError(f"Invalid file object: {fileobj!r}") from None
             return False
+        fd = find_watch_fd(watches, fileobj)
         self._ensure_fd_no_transport(fd)
         watch = watches.pop(fd, None)
         if watch is None:
@@ -807,6 +868,7 @@ cdef class RingLoop:
     def _watch_child(self, transp):
         cdef ChildWatch watch = ChildWatch.__new__(ChildWatch)
         watch.loop = self
+        watch.context = PyContext_CopyCurrent()
         watch.pid = transp.get_pid()
         watch.transp = transp
         watch.pidfd = os.pidfd_open(watch.pid)
@@ -822,6 +884,10 @@ cdef class RingLoop:
             return
         op = ServerAccept.__new__(ServerAccept)
         op.loop = self
+        # accepted connections are made -- protocol_factory() called, the
+        # transport's context copied -- in a copy of the context current
+        # here, as by the selector loop's reader handle
+        op.context = PyContext_CopyCurrent()
         op.sock = sock
         op.fd = fd
         op.protocol_factory = protocol_factory
@@ -832,22 +898,21 @@ cdef class RingLoop:
         op.active = True
         op.depth = max(1, min(backlog, MAX_ACCEPT_DEPTH))
         self.accepting[fd] = op
+        kept = take_all_leftover(self, sock)
+        if kept is not None:
+            # connections a cancelled sock_accept() took from this socket
+            # are served first
+            for conn, address in (<LeftOver>kept).conns:
+                self._serve_accepted(op, conn)
         op.arm()
 
     def _stop_serving(self, sock):
-        """Stop accepting on sock and close it (once the kernel has given
-        back the ACCEPT request)."""
+        """Stop accepting on sock and close it now (ServerAccept.stop)."""
         cdef ServerAccept op = self.accepting.pop(sock.fileno(), None)
         if op is None:
             self.remove_reader(sock)
             sock.close()
             return
-        try:
-            # A listening socket shut down for reading stops listening at
-            # once: no connection is queued after Server.close() returns.
-            sock.shutdown(socket.SHUT_RD)
-        except OSError:
-            pass
         op.stop()
 
     def _accepted(self, ServerAccept op, int fd):
@@ -856,6 +921,9 @@ cdef class RingLoop:
         except OSError:
             close(fd)
             raise
+        self._serve_accepted(op, conn)
+
+    def _serve_accepted(self, ServerAccept op, conn):
         try:
             peername = conn.getpeername()
         except OSError:
@@ -948,10 +1016,17 @@ cdef class RingLoop:
                 return data
         if n == 0:
             return b''
+        if n > UL_MAX_IO_LEN:
+            n = UL_MAX_IO_LEN       # the most one recv(2) returns
         op = RecvOp.__new__(RecvOp)
         op.data = PyBytes_FromStringAndSize(NULL, n)
         op.size = n
-        return await start(self, op, sock, fd)
+        fut = start(self, op, sock, fd)
+        try:
+            return await fut
+        except exceptions.CancelledError:
+            keep_cancelled_result(self, sock, fd, fut, KEEP_DATA, None)
+            raise
 
     async def sock_recv_into(self, sock, buf):
         """Receive into the writable buffer buf; return the byte count."""
@@ -970,7 +1045,12 @@ cdef class RingLoop:
         if op.size == 0:
             op.release_buffer()
             return 0
-        return await start(self, op, sock, fd)
+        fut = start(self, op, sock, fd)
+        try:
+            return await fut
+        except exceptions.CancelledError:
+            keep_cancelled_result(self, sock, fd, fut, KEEP_INTO, buf)
+            raise
 
     async def sock_recvfrom(self, sock, bufsize):
         """Receive a datagram of up to bufsize bytes: (data, address)."""
@@ -979,20 +1059,33 @@ cdef class RingLoop:
         bufsize = PyNumber_Index(bufsize)
         if bufsize < 0:
             raise ValueError("negative buffersize in recvfrom")
+        if sock.family not in ENCODED_FAMILIES:
+            return await self._sock_call_fallback(sock, False, sock.recvfrom, bufsize)
         if self.recv_leftover:
             kept = take_leftover_datagram(self, sock.fileno(), sock)
             if kept is not None:
                 return (kept[0][:bufsize], kept[1])   # truncated as recvfrom does
+        if bufsize > UL_MAX_IO_LEN:
+            bufsize = UL_MAX_IO_LEN
         op = RecvMsgOp.__new__(RecvMsgOp)
         op.data = PyBytes_FromStringAndSize(NULL, bufsize)
         op.size = bufsize
-        return await start(self, op, sock, sock.fileno())
+        fd = sock.fileno()
+        fut = start(self, op, sock, fd)
+        try:
+            return await fut
+        except exceptions.CancelledError:
+            keep_cancelled_result(self, sock, fd, fut, KEEP_DATAGRAM, None)
+            raise
 
     async def sock_recvfrom_into(self, sock, buf, nbytes=0):
         """Receive a datagram into buf: (nbytes, address)."""
         cdef RecvMsgOp op
         check_sock(self, sock)
         nbytes = PyNumber_Index(nbytes)
+        if sock.family not in ENCODED_FAMILIES:
+            return await self._sock_call_fallback(sock, False, sock.recvfrom_into,
+                                                  buf, nbytes)
         op = RecvMsgOp.__new__(RecvMsgOp)
         op.hold_buffer(buf, PyBUF_WRITABLE)
         if nbytes < 0:
@@ -1009,7 +1102,13 @@ cdef class RingLoop:
                 memcpy(op.view.buf, <char *>kept[0], n)
                 op.release_buffer()
                 return (n, kept[1])
-        return await start(self, op, sock, sock.fileno())
+        fd = sock.fileno()
+        fut = start(self, op, sock, fd)
+        try:
+            return await fut
+        except exceptions.CancelledError:
+            keep_cancelled_result(self, sock, fd, fut, KEEP_DATAGRAM_INTO, buf)
+            raise
 
     async def sock_sendall(self, sock, data):
         """Send all of data. Raises OSError on socket errors; after a
@@ -1027,6 +1126,8 @@ cdef class RingLoop:
         """Send data to address; return the number of bytes sent."""
         cdef SendMsgOp op
         check_sock(self, sock)
+        if sock.family not in ENCODED_FAMILIES:
+            return await self._sock_call_fallback(sock, True, sock.sendto, data, address)
         op = SendMsgOp.__new__(SendMsgOp)
         try:
             op.addrlen = sockaddr_from_py(sock.family, address, &op.addr)
@@ -1066,9 +1167,39 @@ cdef class RingLoop:
         if self.recv_leftover:
             lo = self.recv_leftover.get(fd)
             if lo is not None and lo.sock_ref() is sock and lo.conns:
-                return lo.conns.pop(0)
+                conn = lo.conns.pop(0)
+                drop_if_empty(self, fd, lo)
+                return conn
         op = AcceptOp.__new__(AcceptOp)
-        return await start(self, op, sock, fd)
+        fut = start(self, op, sock, fd)
+        try:
+            return await fut
+        except exceptions.CancelledError:
+            keep_cancelled_result(self, sock, fd, fut, KEEP_CONN, None)
+            raise
+
+    async def _sock_call_fallback(self, sock, bint writing, call, *args):
+        """The socket module's own call, made once the socket is ready: for
+        address families the ring layer does not encode (the selector
+        loop's way)."""
+        fd = sock.fileno()
+        while True:
+            try:
+                return call(*args)
+            except (BlockingIOError, InterruptedError):
+                pass
+            fut = self.create_future()
+            if writing:
+                self.add_writer(fd, futures._set_result_unless_cancelled, fut, None)
+            else:
+                self.add_reader(fd, futures._set_result_unless_cancelled, fut, None)
+            try:
+                await fut
+            finally:
+                if writing:
+                    self.remove_writer(fd)
+                else:
+                    self.remove_reader(fd)
 
     async def _sendall_counted(self, sock, data, list progress):
         # sock_sendall that records in progress[0] how much was sent, also
@@ -1276,6 +1407,13 @@ class Loop(RingLoop, base_events.BaseEventLoop):
     def __repr__(self):
         return (f'<{type(self).__name__} running={self.is_running()} '
                 f'closed={self.is_closed()} debug={self.get_debug()}>')
+
+    def __del__(self):
+        # A Loop whose ring could not be made never ran __init__: there is
+        # nothing to warn about or close.
+        if not hasattr(self, '_thread_id'):
+            return
+        base_events.BaseEventLoop.__del__(self)
 
     def run_forever(self):
         self._check_owner_process()
@@ -1544,22 +1682,29 @@ def features():
     A dict: 'available' (bool), 'error' (why not, when not), 'kernel'
     (uname release), 'setup_flags' (names of the optional IORING_SETUP_* flags
     the kernel accepted), 'opcodes' (name -> supported, for the operations
-    uringloop uses), 'last_opcode'.
+    uringloop uses), 'last_opcode', 'ring_entries' ((sq, cq) of the ring a
+    Loop gets: smaller than the default under a tight RLIMIT_MEMLOCK).
     """
     global _features
     cdef ul_ring ring
     cdef unsigned char supported[256]
     cdef int ret
+    cdef unsigned sq, cq
     if _features is not None:
         return dict(_features)
     result = {'kernel': os.uname().release, 'available': False, 'error': None,
-              'setup_flags': [], 'opcodes': {}, 'last_opcode': None}
-    ret = ul_ring_init(&ring, 8, 16, WANTED_SETUP_FLAGS)
+              'setup_flags': [], 'opcodes': {}, 'last_opcode': None,
+              'ring_entries': None}
+    # the ring a Loop would make, so that 'available' means Loop() works
+    # (a tiny RLIMIT_MEMLOCK refuses a full-size ring, not a probe's)
+    shrink = ring_sizes(&sq, &cq)
+    ret = init_ring(&ring, sq, cq, shrink)
     if ret < 0:
         result['error'] = str(setup_error(ret))
     else:
         try:
             result['available'] = True
+            result['ring_entries'] = (ring.sq_entries, ring.cq_entries)
             for name, flag in (('SUBMIT_ALL', IORING_SETUP_SUBMIT_ALL),
                                ('SINGLE_ISSUER', IORING_SETUP_SINGLE_ISSUER),
                                ('DEFER_TASKRUN', IORING_SETUP_DEFER_TASKRUN),

@@ -21,9 +21,35 @@ cdef object fileobj_to_fd(object fileobj):
     return fd
 
 
+cdef object find_watch_fd(dict watches, object fileobj):
+    """The fd under which `fileobj` is watched, found by the object itself
+    (a socket closed since add_reader() has no fileno() any more; the
+    selector searches its keys the same way); ValueError if none."""
+    try:
+        return fileobj_to_fd(fileobj)
+    except ValueError:
+        for fd, watch in watches.items():
+            if (<FdWatch>watch).fileobj is fileobj:
+                return fd
+        raise
+
+
+cdef extern from "<fcntl.h>":
+    int fcntl(int fd, int cmd, ...)
+    int F_GETFD
+
+
+cdef int check_fd_open(int fd) except -1:
+    # as epoll_ctl() does for the selector: a closed fd is refused at once
+    if fcntl(fd, F_GETFD) < 0:
+        raise OSError(errno, os.strerror(errno))
+    return 0
+
+
 @cython.final
 cdef class FdWatch(Operation):
     cdef int fd
+    cdef object fileobj         # what add_reader/add_writer was given
     cdef unsigned mask
     cdef object handle          # the user's asyncio.Handle
     cdef object fire_handle     # queued on readiness; runs _fire

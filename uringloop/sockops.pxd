@@ -1,6 +1,14 @@
 # Declarations of the sock_* operations (bodies in sockops.pyx).
 
 
+cdef enum:
+    KEEP_DATA
+    KEEP_INTO
+    KEEP_DATAGRAM
+    KEEP_DATAGRAM_INTO
+    KEEP_CONN
+
+
 cdef class LeftOver:
     cdef object sock_ref
     cdef bytearray data

@@ -56,7 +56,59 @@ cdef int sockaddr_from_py(int family, object address, sockaddr_storage *out) exc
         if n < 0:
             raise socket.gaierror(socket.EAI_NONAME, f"not a numeric address: {host_obj!r}")
         return n
+    raw = other_sockaddr_from_py(family, address)
+    memcpy(out, <char *>raw, len(raw))
+    return len(raw)
+
+
+# Netlink and packet sockets are datagram families people drive from
+# asyncio (pyroute2-style netlink clients, raw packet tools); their
+# addresses are encoded here as the socket module encodes them.  Other
+# families are left to the socket module's own calls (sock_sendto and
+# sock_recvfrom* fall back to them; see RingLoop._sock_call_fallback).
+AF_NETLINK = getattr(socket, 'AF_NETLINK', 16)
+AF_PACKET = getattr(socket, 'AF_PACKET', 17)
+ENCODED_FAMILIES = frozenset((socket.AF_INET, socket.AF_INET6, socket.AF_UNIX,
+                              AF_NETLINK, AF_PACKET))
+
+
+cdef bytes other_sockaddr_from_py(int family, object address):
+    if family == AF_NETLINK:
+        if not isinstance(address, tuple) or len(address) != 2:
+            raise TypeError("AF_NETLINK address must be tuple, not "
+                            f"{type(address).__name__}")
+        return struct.pack('=HHII', family, 0, address[0], address[1])
+    if family == AF_PACKET:
+        if not isinstance(address, tuple) or not 2 <= len(address) <= 5:
+            raise TypeError("AF_PACKET address must be a tuple of two to five elements")
+        ifname, proto = address[0], address[1]
+        pkttype = address[2] if len(address) > 2 else 0
+        hatype = address[3] if len(address) > 3 else 0
+        haddr = bytes(address[4]) if len(address) > 4 else b''
+        if len(haddr) > 8:
+            raise ValueError("Hardware address must be 8 bytes or less")
+        if not 0 <= proto <= 0xffff:
+            raise OverflowError("protoNumber must be 0-65535.")
+        return struct.pack('=HHiHBB8s', family, socket.htons(proto),
+                           socket.if_nametoindex(ifname), hatype, pkttype,
+                           len(haddr), haddr)
     raise OSError(_errno.EAFNOSUPPORT, f"address family {family} is not supported")
+
+
+cdef object other_sockaddr_to_py(int family, bytes raw):
+    if family == AF_NETLINK and len(raw) >= 12:
+        _, _, pid, groups = struct.unpack_from('=HHII', raw)
+        return (pid, groups)
+    if family == AF_PACKET and len(raw) >= 12:
+        raw = raw.ljust(20, b'\0')
+        _, proto, ifindex, hatype, pkttype, halen, haddr = struct.unpack_from(
+            '=HHiHBB8s', raw)
+        try:
+            ifname = socket.if_indextoname(ifindex)
+        except OSError:
+            ifname = ''
+        return (ifname, socket.ntohs(proto), pkttype, hatype, haddr[:halen])
+    return None
 
 
 cdef object sockaddr_to_py(sockaddr_storage *ss, socklen_t addrlen):
@@ -79,12 +131,29 @@ cdef object sockaddr_to_py(sockaddr_storage *ss, socklen_t addrlen):
         if n > 0 and path[0] == 0:
             return path[:n]
         return os.fsdecode(path[:n])
-    return None
+    return other_sockaddr_to_py(family, (<char *>ss)[:addrlen])
 
 
 cdef class LeftOver:
-    """What arrived for a receive or accept whose waiter was cancelled, kept
-    for the next call on the same socket."""
+    """What arrived for a receive or accept whose waiter went away, kept for
+    whoever uses the same socket next: the next sock_* call, or a transport
+    or server made from the socket (they deliver it first, in order).
+
+    Two ways a result lands here: the future was already cancelled when the
+    kernel's completion was reaped (Operation.waiter_gone), or the future
+    held the result but its task was cancelled before it resumed
+    (asyncio.wait_for, TaskGroup, gather cancelling a sibling): the sock_*
+    coroutine catches that CancelledError and puts the result back."""
+
+
+def _forget_leftover(dict store, int fd, object ref):
+    # The socket object is gone: drop what was kept for it, and close the
+    # connections nobody can accept any more.
+    cdef LeftOver lo = store.get(fd)
+    if lo is not None and lo.sock_ref is ref:
+        del store[fd]
+        for conn, _ in lo.conns:
+            conn.close()
 
 
 cdef LeftOver leftover_for(RingLoop loop, int fd, object sock):
@@ -93,12 +162,18 @@ cdef LeftOver leftover_for(RingLoop loop, int fd, object sock):
         lo = None      # the fd number was reused by another socket
     if lo is None:
         lo = LeftOver.__new__(LeftOver)
-        lo.sock_ref = __import__('weakref').ref(sock)
+        store = loop.recv_leftover
+        lo.sock_ref = weakref.ref(sock, lambda ref: _forget_leftover(store, fd, ref))
         lo.data = bytearray()
         lo.conns = []
         lo.datagrams = []
         loop.recv_leftover[fd] = lo
     return lo
+
+
+cdef inline void drop_if_empty(RingLoop loop, int fd, LeftOver lo):
+    if not lo.data and not lo.conns and not lo.datagrams:
+        del loop.recv_leftover[fd]
 
 
 cdef object take_leftover_datagram(RingLoop loop, int fd, object sock):
@@ -107,8 +182,7 @@ cdef object take_leftover_datagram(RingLoop loop, int fd, object sock):
     if lo is None or lo.sock_ref() is not sock or not lo.datagrams:
         return None
     item = lo.datagrams.pop(0)
-    if not lo.data and not lo.conns and not lo.datagrams:
-        del loop.recv_leftover[fd]
+    drop_if_empty(loop, fd, lo)
     return item
 
 
@@ -118,9 +192,46 @@ cdef object take_leftover_data(RingLoop loop, int fd, object sock, Py_ssize_t n)
         return None
     data = bytes(lo.data[:n])
     del lo.data[:n]
-    if not lo.data and not lo.conns and not lo.datagrams:
-        del loop.recv_leftover[fd]
+    drop_if_empty(loop, fd, lo)
     return data
+
+
+cdef LeftOver take_all_leftover(RingLoop loop, object sock):
+    """Everything kept for sock (a transport or server made from it takes
+    it over), or None."""
+    cdef LeftOver lo
+    if not loop.recv_leftover:
+        return None
+    fd = sock.fileno()
+    lo = loop.recv_leftover.get(fd)
+    if lo is None or lo.sock_ref() is not sock:
+        return None
+    del loop.recv_leftover[fd]
+    return lo
+
+
+cdef int keep_cancelled_result(RingLoop loop, object sock, int fd, object fut,
+                               int kind, object buf) except -1:
+    """The task awaiting fut was cancelled after the kernel had delivered
+    fut's result: put the result back in front of what is kept for sock.
+    kind: KEEP_DATA (bytes), KEEP_INTO (a count of bytes in buf),
+    KEEP_DATAGRAM ((bytes, address)), KEEP_DATAGRAM_INTO ((count, address)
+    in buf), KEEP_CONN ((conn, address))."""
+    if not fut.done() or fut.cancelled() or fut.exception() is not None:
+        return 0
+    result = fut.result()
+    if kind == KEEP_INTO:
+        result = bytes(memoryview(buf).cast('B')[:result])
+    elif kind == KEEP_DATAGRAM_INTO:
+        result = (bytes(memoryview(buf).cast('B')[:result[0]]), result[1])
+    if kind == KEEP_DATA or kind == KEEP_INTO:
+        if result:
+            leftover_for(loop, fd, sock).data[0:0] = result
+    elif kind == KEEP_CONN:
+        leftover_for(loop, fd, sock).conns.insert(0, result)
+    else:
+        leftover_for(loop, fd, sock).datagrams.insert(0, result)
+    return 0
 
 
 cdef class SocketOperation(Operation):
@@ -357,7 +468,7 @@ cdef class ReadOp(SocketOperation):
 
     cdef int retry(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
-        ul_prep_read(sqe, self.fd, self.view.buf, <unsigned>self.view.len, self.offset)
+        ul_prep_read(sqe, self.fd, self.view.buf, <size_t>self.view.len, self.offset)
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:

@@ -6,6 +6,8 @@ cdef class RefillQueue:
     cdef Py_buffer view
     cdef bint has_view
 
+    cdef int check_ready(self) except -1
+
 
 cdef class ZeroCopyPiece:
     cdef ZeroCopyReceive owner       # None once given back
@@ -68,6 +70,8 @@ cdef class ZeroCopyReceive:
     cdef int reap(self) except -1
     cdef int complete(self, uint64_t token, int32_t res, uint32_t flags,
                       uint64_t off) except -1
+    cdef int complete_for(self, object transport, uint64_t token, int32_t res,
+                          uint32_t flags, uint64_t off) except -1
     cdef int give(self, uint64_t off, uint32_t length) except -1
     cdef int commit(self) except -1
     cdef int drain(self) except -1

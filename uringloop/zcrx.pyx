@@ -47,6 +47,8 @@ cdef class RefillQueue:
 
     def __init__(self, memory, unsigned head, unsigned tail, unsigned rqes, unsigned entries):
         cdef ul_zcrx_offsets offsets
+        if self.has_view:
+            raise RuntimeError('RefillQueue is already initialised')
         if entries == 0 or entries & (entries - 1):
             raise ValueError(f'entries must be a power of two, not {entries}')
         try:
@@ -69,20 +71,30 @@ cdef class RefillQueue:
             self.has_view = False
             drop_view(&self.view)
 
+    cdef int check_ready(self) except -1:
+        # (made with __new__ alone, or __init__ failed: no ring to touch)
+        if not self.has_view or self.rq.entries == 0:
+            raise ValueError('RefillQueue is not initialised')
+        return 0
+
     def give(self, uint64_t off, uint32_t length):
         """Queue the piece a RECV_ZC completion named (off = area_id << 48 |
         offset, length) for return; False when the queue is full (the kernel
-        has not consumed enough yet).  commit() publishes."""
+        has not consumed enough yet).  commit() publishes.  Raises
+        ValueError on a queue that was never initialised."""
+        self.check_ready()
         return ul_zcrx_rq_give(&self.rq, off, length) == 0
 
     def commit(self):
         """Publish the queued pieces to the kernel (a release store of the
         tail index)."""
+        self.check_ready()
         ul_zcrx_rq_commit(&self.rq)
 
     @property
     def depth(self):
         """Pieces queued that the kernel has not consumed yet."""
+        self.check_ready()
         return ul_zcrx_rq_depth(&self.rq)
 
     @property
@@ -96,6 +108,7 @@ cdef class RefillQueue:
 
     def entry(self, unsigned index):
         """(off, len) of slot `index` of the ring."""
+        self.check_ready()
         cdef ul_zcrx_rqe *rqe = &self.rq.rqes[index & (self.rq.entries - 1)]
         return rqe.off, rqe.len
 
@@ -247,6 +260,11 @@ cdef class ZeroCopyReceive:
             raise ValueError(f'queue out of range: {queue}')
         if not 4096 <= area_size <= 1 << 40:
             raise ValueError(f'area_size must be 4 KiB..1 TiB, not {area_size}')
+        memory = os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+        if area_size > memory // 2:
+            # the kernel pins the whole area: it must fit in memory
+            raise ValueError(f'area_size {area_size} is more than half of this '
+                             f'machine\'s memory ({memory} bytes)')
         if not 1 <= refill_entries <= 32768 or refill_entries & (refill_entries - 1):
             raise ValueError(f'refill_entries must be a power of two up to 32768, '
                              f'not {refill_entries}')
@@ -265,6 +283,8 @@ cdef class ZeroCopyReceive:
             self.tried = True
             try:
                 self.attempt()
+            except RuntimeError as exc:
+                self.reason = str(exc)
             except OSError as exc:
                 if exc.errno is None:           # if_nametoindex: no such device
                     self.reason = f'{exc}: {self.interface!r}'
@@ -318,23 +338,32 @@ cdef class ZeroCopyReceive:
         cdef size_t region_size
         ifindex = socket.if_nametoindex(self.interface)      # OSError: no device
         self.open_ring()
-        # region: the kernel's head/tail header, then the entries
-        region_size = (4096 + self.refill_entries * sizeof(ul_zcrx_rqe) + 4095) & ~(<size_t>4095)
-        self.area = _mmap.mmap(-1, self.area_size)
-        self.region = _mmap.mmap(-1, region_size)
-        hold_view(self.area, &area_view, PyBUF_WRITABLE)
-        hold_view(self.region, &region_view, PyBUF_WRITABLE)
         try:
-            ret = ul_zcrx_register(&self.ring, ifindex, self.queue, self.refill_entries,
-                                   area_view.buf, self.area_size,
-                                   region_view.buf, region_size, &reg, &area_reg)
-            self.area_base = <char *>area_view.buf
-        finally:
-            drop_view(&area_view)
-            drop_view(&region_view)
-        if ret < 0:
+            # region: the kernel's head/tail header, then the entries
+            region_size = (4096 + self.refill_entries * sizeof(ul_zcrx_rqe)
+                           + 4095) & ~(<size_t>4095)
+            try:
+                self.area = _mmap.mmap(-1, self.area_size)
+                self.region = _mmap.mmap(-1, region_size)
+            except OSError as exc:
+                raise RuntimeError(f'cannot map the {self.area_size}-byte area: '
+                                   f'{exc.strerror}') from None
+            hold_view(self.area, &area_view, PyBUF_WRITABLE)
+            hold_view(self.region, &region_view, PyBUF_WRITABLE)
+            try:
+                ret = ul_zcrx_register(&self.ring, ifindex, self.queue, self.refill_entries,
+                                       area_view.buf, self.area_size,
+                                       region_view.buf, region_size, &reg, &area_reg)
+                self.area_base = <char *>area_view.buf
+            finally:
+                drop_view(&area_view)
+                drop_view(&region_view)
+            if ret < 0:
+                raise OSError(-ret, os.strerror(-ret))
+        except BaseException:
+            # nothing of a failed attempt stays open: ring, eventfd, area
             self.release_ring()
-            raise OSError(-ret, os.strerror(-ret))
+            raise
         self.registered = True
         self.reason = None
         self.zcrx_id = reg.zcrx_id
@@ -415,6 +444,8 @@ cdef class ZeroCopyReceive:
         cdef StreamTransport tr = transport
         cdef __kernel_timespec ts
         cdef io_uring_sqe *sqe
+        if not self.simulated or not self.ring_open:
+            raise RuntimeError('only an open simulated zero-copy receive posts completions')
         if ul_sq_space(&self.ring) < 2:
             self.submit()
         ts.tv_sec = <int64_t>delay
@@ -501,7 +532,10 @@ cdef class ZeroCopyReceive:
     cdef io_uring_sqe *get_sqe(self) except NULL:
         """A free SQE of the dedicated ring, submitting what is queued when
         the ring is full."""
-        cdef io_uring_sqe *sqe = ul_get_sqe(&self.ring)
+        cdef io_uring_sqe *sqe
+        if not self.ring_open:
+            raise RuntimeError('the zero-copy receive ring is not open')
+        sqe = ul_get_sqe(&self.ring)
         if sqe == NULL:
             self.submit()
             sqe = ul_get_sqe(&self.ring)
@@ -556,12 +590,28 @@ cdef class ZeroCopyReceive:
     cdef int complete(self, uint64_t token, int32_t res, uint32_t flags,
                       uint64_t off) except -1:
         cdef StreamTransport tr = self.conns.get(token)
-        cdef ZeroCopyPiece piece
-        cdef bint final = (flags & IORING_CQE_F_MORE) == 0
+        cdef bint entered = False
         if tr is None:
             if res > 0:
                 self.give(ul_zcrx_rqe_off(off, self.area_token), <uint32_t>res)
             return 0
+        if tr.context is not None:
+            try:            # the transport's context, as in RingLoop.reap
+                PyContext_Enter(tr.context)
+                entered = True
+            except RuntimeError:
+                pass
+        try:
+            return self.complete_for(tr, token, res, flags, off)
+        finally:
+            if entered:
+                PyContext_Exit(tr.context)
+
+    cdef int complete_for(self, object transport, uint64_t token, int32_t res,
+                          uint32_t flags, uint64_t off) except -1:
+        cdef StreamTransport tr = transport
+        cdef ZeroCopyPiece piece
+        cdef bint final = (flags & IORING_CQE_F_MORE) == 0
         if final and (tr.closing or tr.conn_lost):
             del self.conns[token]
         if res > 0 and not final:

@@ -94,13 +94,14 @@ cdef extern from "ring/ring.h" nogil:
     int ul_cq_overflowed(ul_ring *r)
     int ul_sq_taskrun(ul_ring *r)
 
+    unsigned UL_MAX_IO_LEN
     void ul_prep_nop(io_uring_sqe *sqe)
     struct __kernel_timespec:
         int64_t tv_sec
         long long tv_nsec
     void ul_prep_timeout_keep_link(io_uring_sqe *sqe, const __kernel_timespec *ts)
-    void ul_prep_read(io_uring_sqe *sqe, int fd, void *buf, unsigned len, uint64_t off)
-    void ul_prep_write(io_uring_sqe *sqe, int fd, const void *buf, unsigned len, uint64_t off)
+    void ul_prep_read(io_uring_sqe *sqe, int fd, void *buf, size_t len, uint64_t off)
+    void ul_prep_write(io_uring_sqe *sqe, int fd, const void *buf, size_t len, uint64_t off)
     void ul_prep_recv(io_uring_sqe *sqe, int fd, void *buf, size_t len, int flags)
     void ul_prep_recv_multishot(io_uring_sqe *sqe, int fd, unsigned short buf_group, int flags)
     void ul_prep_send(io_uring_sqe *sqe, int fd, const void *buf, size_t len, int flags)

@@ -141,6 +141,18 @@ static inline int ul_cq_overflowed(ul_ring *r)
 
 /* ---- SQE preparation: one helper per operation, named after the opcode ---- */
 
+/* The most one read, write, send or receive moves on Linux (MAX_RW_COUNT:
+ * INT_MAX rounded down to a page).  sqe->len is 32 bits and a CQE's res an
+ * int32, so a longer length would be truncated (2**32 became 0: a false end
+ * of stream, a send of nothing that spins).  Every length-taking helper
+ * clamps to it; callers loop on the short count as with read(2). */
+#define UL_MAX_IO_LEN 0x7ffff000u
+
+static inline unsigned ul_io_len(size_t len)
+{
+    return len > UL_MAX_IO_LEN ? UL_MAX_IO_LEN : (unsigned)len;
+}
+
 static inline void ul_prep_rw(struct io_uring_sqe *sqe, int op, int fd,
                               const void *addr, unsigned len, uint64_t off)
 {
@@ -157,21 +169,21 @@ static inline void ul_prep_nop(struct io_uring_sqe *sqe)
 }
 
 static inline void ul_prep_read(struct io_uring_sqe *sqe, int fd, void *buf,
-                                unsigned len, uint64_t off)
+                                size_t len, uint64_t off)
 {
-    ul_prep_rw(sqe, IORING_OP_READ, fd, buf, len, off);
+    ul_prep_rw(sqe, IORING_OP_READ, fd, buf, ul_io_len(len), off);
 }
 
 static inline void ul_prep_write(struct io_uring_sqe *sqe, int fd, const void *buf,
-                                 unsigned len, uint64_t off)
+                                 size_t len, uint64_t off)
 {
-    ul_prep_rw(sqe, IORING_OP_WRITE, fd, buf, len, off);
+    ul_prep_rw(sqe, IORING_OP_WRITE, fd, buf, ul_io_len(len), off);
 }
 
 static inline void ul_prep_recv(struct io_uring_sqe *sqe, int fd, void *buf,
                                 size_t len, int flags)
 {
-    ul_prep_rw(sqe, IORING_OP_RECV, fd, buf, (unsigned)len, 0);
+    ul_prep_rw(sqe, IORING_OP_RECV, fd, buf, ul_io_len(len), 0);
     sqe->msg_flags = (uint32_t)flags;
 }
 
@@ -188,14 +200,14 @@ static inline void ul_prep_recv_multishot(struct io_uring_sqe *sqe, int fd,
 static inline void ul_prep_send(struct io_uring_sqe *sqe, int fd, const void *buf,
                                 size_t len, int flags)
 {
-    ul_prep_rw(sqe, IORING_OP_SEND, fd, buf, (unsigned)len, 0);
+    ul_prep_rw(sqe, IORING_OP_SEND, fd, buf, ul_io_len(len), 0);
     sqe->msg_flags = (uint32_t)flags;
 }
 
 static inline void ul_prep_send_zc(struct io_uring_sqe *sqe, int fd, const void *buf,
                                    size_t len, int flags, unsigned zc_flags)
 {
-    ul_prep_rw(sqe, IORING_OP_SEND_ZC, fd, buf, (unsigned)len, 0);
+    ul_prep_rw(sqe, IORING_OP_SEND_ZC, fd, buf, ul_io_len(len), 0);
     sqe->msg_flags = (uint32_t)flags;
     sqe->ioprio = (uint16_t)zc_flags;
 }

@@ -4,9 +4,12 @@ cdef class BaseTransport:
     cdef object __weakref__
     cdef dict __dict__               # lets tests and users set attributes
     cdef RingLoop loop
+    cdef bint made_by_loop           # (make_transport); counted in debug.h
     cdef object sock
     cdef int fd
     cdef object protocol
+    cdef object context              # copy of the context it was made in:
+                                     # protocol callbacks run in it
     cdef dict extra
     cdef object server
     cdef bint closing

@@ -9,13 +9,32 @@
 cdef bint SERVER_KNOWS_TRANSPORTS = sys.version_info >= (3, 13)
 
 
+# Transports are made by the loop only (make_transport): one made from
+# Python with __new__ alone would have no loop, socket or requests, and its
+# methods would reach through NULL.
+cdef bint making_transport = False
+
+
+cdef object make_transport(type cls):
+    global making_transport
+    making_transport = True
+    try:
+        return cls.__new__(cls)
+    finally:
+        making_transport = False
+
+
 cdef class BaseTransport:
 
     def __cinit__(self):
+        if not making_transport:
+            raise TypeError("transports are made by the loop")
+        self.made_by_loop = True
         UL_COUNT(UL_LIVE_TRANSPORTS, 1)
 
     def __dealloc__(self):
-        UL_COUNT(UL_LIVE_TRANSPORTS, -1)
+        if self.made_by_loop:
+            UL_COUNT(UL_LIVE_TRANSPORTS, -1)
 
     def __init__(self, *args, **kwargs):
         raise TypeError("transports are made by the loop")
@@ -226,6 +245,25 @@ cdef class BaseTransport:
     def __repr__(self):
         state = 'closing' if self.closing else 'open'
         return f'<{type(self).__name__} fd={self.fd} {state}>'
+
+    # The transport reports an asyncio class as __class__ (below), so code
+    # may call any method that class defines: the ones this type does not
+    # implement come from it as they are -- asyncio's NotImplementedError
+    # stubs (pause_reading() of a write pipe, write() of a datagram
+    # transport) and its generic writelines().  Looked up only when the
+    # type itself has no such attribute.
+    def __getattr__(self, name):
+        if not name.startswith('__'):
+            attr = getattr(self.__class__, name, None)
+            if isinstance(attr, types.FunctionType):
+                return types.MethodType(attr, self)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __dir__(self):
+        names = set(object.__dir__(self))
+        names.update(name for name in dir(self.__class__)
+                     if isinstance(getattr(self.__class__, name, None), types.FunctionType))
+        return sorted(names)
 
 
 # isinstance() targets.  The transports are Cython types and cannot inherit

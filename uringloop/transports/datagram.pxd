@@ -4,6 +4,8 @@ cdef class DatagramTransport(BaseTransport):
     cdef object address              # the connected peer, or None
     cdef DatagramRecv recv_op
     cdef bint recv_armed
+    cdef bint reading_paused
+    cdef list paused_datagrams       # arrived while the RECVMSG was being cancelled
     cdef bint send_armed
     cdef object write_queue          # deque of (bytes or ZeroCopyBuffer, address)
     cdef ZeroCopyPolicy zc

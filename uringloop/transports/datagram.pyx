@@ -79,12 +79,14 @@ cdef class DatagramSend(Operation):
 
 cdef class DatagramTransport(BaseTransport):
 
+    max_size = 256 * 1024       # as the stdlib's transports (read size)
+
     @property
     def __class__(self):
         return AsyncioDatagramTransport
 
     cdef int start_reading(self) except -1:
-        if self.recv_armed or self.closing:
+        if self.recv_armed or self.closing or self.reading_paused:
             return 0
         self.recv_op.arm()
         self.recv_armed = True
@@ -94,6 +96,40 @@ cdef class DatagramTransport(BaseTransport):
     def _start_reading_cb(self):
         self.start_reading()
 
+    def is_reading(self):
+        return not self.reading_paused and not self.closing
+
+    def pause_reading(self):
+        """Stop calling datagram_received until resume_reading() (as the
+        stdlib's datagram transports do): the RECVMSG is cancelled; what
+        arrives meanwhile stays in the socket's receive queue."""
+        if self.closing or self.reading_paused:
+            return
+        self.reading_paused = True
+        if self.recv_armed:
+            self.loop.cancel_op(self.recv_op)
+
+    def resume_reading(self):
+        if self.closing or not self.reading_paused:
+            return
+        self.reading_paused = False
+        if self.paused_datagrams:
+            kept, self.paused_datagrams = self.paused_datagrams, None
+            self.loop.call_soon(self._deliver_kept, kept)
+        self.loop.call_soon(self._start_reading_cb)
+
+    def _deliver_kept(self, list datagrams):
+        for data, addr in datagrams:
+            if self.closing:
+                return
+            try:
+                self.protocol.datagram_received(data, addr)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self.fatal_error(exc, 'Fatal read error on datagram transport')
+                return
+
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1:
         if final:
@@ -101,7 +137,12 @@ cdef class DatagramTransport(BaseTransport):
             self.op_finished()
         if self.closing:
             return 0
-        if res >= 0:
+        if res >= 0 and self.reading_paused:
+            # posted before the cancel reached the kernel: keep it, in order
+            if self.paused_datagrams is None:
+                self.paused_datagrams = []
+            self.paused_datagrams.append((data, addr))
+        elif res >= 0:
             try:
                 self.protocol.datagram_received(data, addr)
             except (SystemExit, KeyboardInterrupt):
@@ -110,7 +151,7 @@ cdef class DatagramTransport(BaseTransport):
                 self.fatal_error(exc, 'Fatal read error on datagram transport')
                 return 0
         elif res == -ECANCELED:
-            return 0
+            pass        # paused (resume_reading() may have come since)
         elif res != -ENOBUFS:
             self.protocol.error_received(convert_error(res))
         if final:
@@ -264,6 +305,7 @@ cdef class DatagramTransport(BaseTransport):
         cdef DatagramSend op = DatagramSend.__new__(DatagramSend)
         cdef socklen_t addrlen = 0
         op.loop = self.loop
+        op.context = self.context
         op.transport = self
         if addr is not None:
             addrlen = self.address_to_c(addr, &op.addr)
@@ -384,7 +426,7 @@ cdef class DatagramTransport(BaseTransport):
 cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
                                               object protocol, object address,
                                               object waiter, object extra):
-    cdef DatagramTransport tr = DatagramTransport.__new__(DatagramTransport)
+    cdef DatagramTransport tr = make_transport(DatagramTransport)
     tr.loop = loop
     tr.sock = sock
     tr.fd = sock.fileno()
@@ -404,11 +446,17 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     if sock.family == socket.AF_UNIX:
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
     tr.extra['socket'] = UringTransportSocket(sock, tr.zc)
+    tr.context = PyContext_CopyCurrent()
     tr.recv_op = DatagramRecv.__new__(DatagramRecv)
+    tr.recv_op.context = tr.context
     tr.recv_op.loop = loop
     tr.recv_op.transport = tr
     tr._register()
     loop.call_soon(protocol.connection_made, tr)
+    kept = take_all_leftover(loop, sock)
+    if kept is not None and (<LeftOver>kept).datagrams:
+        # datagrams a cancelled sock_recvfrom*() took come first
+        loop.call_soon(tr._deliver_kept, (<LeftOver>kept).datagrams)
     loop.call_soon(tr._start_reading_cb)
     if waiter is not None:
         loop.call_soon(futures._set_result_unless_cancelled, waiter, None)

@@ -24,10 +24,10 @@ cdef class PipeIO(Operation):
         sqe = self.loop.sqe_for(self)
         if self.writing:
             ul_prep_write(sqe, fd, PyBytes_AS_STRING(self.buf) + self.offset,
-                          <unsigned>(len(self.buf) - self.offset), <uint64_t>-1)
+                          <size_t>(len(self.buf) - self.offset), <uint64_t>-1)
         else:
             ul_prep_read(sqe, fd, PyBytes_AS_STRING(self.buf),
-                         <unsigned>PIPE_MAX_READ, <uint64_t>-1)
+                         <size_t>PIPE_MAX_READ, <uint64_t>-1)
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
@@ -56,6 +56,8 @@ cdef int check_pipe_fd(int fd) except -1:
 
 
 cdef class ReadPipeTransport(BaseTransport):
+
+    max_size = 256 * 1024       # as the stdlib's transports (read size)
 
     @property
     def __class__(self):
@@ -271,11 +273,11 @@ cdef BaseTransport new_pipe_transport(RingLoop loop, object pipe, object protoco
     check_pipe_fd(fd)
     os.set_blocking(fd, False)
     if writing:
-        tr = WritePipeTransport.__new__(WritePipeTransport)
+        tr = make_transport(WritePipeTransport)
         (<WritePipeTransport>tr).write_queue = collections.deque()
         tr.set_limits(None, None)
     else:
-        tr = ReadPipeTransport.__new__(ReadPipeTransport)
+        tr = make_transport(ReadPipeTransport)
     tr.loop = loop
     tr.sock = pipe
     tr.fd = fd
@@ -283,14 +285,17 @@ cdef BaseTransport new_pipe_transport(RingLoop loop, object pipe, object protoco
     tr.extra['pipe'] = pipe
     tr.protocol = protocol
     tr.protocol_connected = True
+    tr.context = PyContext_CopyCurrent()
     op = PipeIO.__new__(PipeIO)
     op.loop = loop
+    op.context = tr.context
     op.transport = tr
     op.writing = writing
     if writing:
         (<WritePipeTransport>tr).write_op = op
         watch = HangupWatch.__new__(HangupWatch)
         watch.loop = loop
+        watch.context = tr.context
         watch.transport = <WritePipeTransport>tr
         (<WritePipeTransport>tr).hangup_op = watch
     else:

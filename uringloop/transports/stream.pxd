@@ -14,6 +14,7 @@ cdef class StreamTransport(BaseTransport):
     cdef Py_ssize_t head_offset      # bytes of write_queue[0] already sent
     cdef bint eof_written            # write_eof() was called
     cdef StreamSend send_op
+    cdef Operation zc_send_op        # the SEND_ZC in flight (until its first CQE)
     cdef bint send_armed
     cdef object empty_waiter         # future resolved when the queue drains
     cdef ZeroCopyPolicy zc

@@ -26,6 +26,8 @@ cdef unsigned RECV_BUFFER_COUNT = 64
 cdef unsigned RECV_BUFFER_SIZE = 256 * 1024
 # Received while reading is paused, kept before the RECV is cancelled.
 cdef Py_ssize_t PAUSED_BYTES_LIMIT = 256 * 1024
+# struct linger {l_onoff = 1, l_linger = 0}: close() resets the connection
+LINGER_RESET = struct.pack('ii', 1, 0)
 
 
 cdef inline char *chunk_ptr(object chunk):
@@ -92,6 +94,8 @@ cdef class StreamSend(Operation):
 
 
 cdef class StreamTransport(BaseTransport):
+
+    max_size = 256 * 1024       # as the stdlib's transports (read size)
 
     _start_tls_compatible = True
     _sendfile_compatible = constants._SendfileMode.TRY_NATIVE
@@ -395,6 +399,7 @@ cdef class StreamTransport(BaseTransport):
         cdef io_uring_sqe *sqe
         cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0
         op.loop = self.loop
+        op.context = self.context
         op.transport = self
         op.chunk = head
         sqe = self.loop.sqe_for(op)
@@ -411,11 +416,13 @@ cdef class StreamTransport(BaseTransport):
         if type(head) is ZeroCopyBuffer:
             (<ZeroCopyBuffer>head).zc_inflight += 1
         self.zc.notifs_pending += 1
+        self.zc_send_op = op
         self.send_armed = True
         self.op_started()
         return 0
 
     cdef int zc_send_completed(self, int32_t res) except -1:
+        self.zc_send_op = None
         if self.zc.absorb_error(res):
             self.send_armed = False
             self.op_finished()
@@ -565,7 +572,19 @@ cdef class StreamTransport(BaseTransport):
             self.write_buffer_size = 0
             self.head_offset = 0
         if self.send_armed:
-            self.loop.cancel_op(self.send_op)
+            self.loop.cancel_op(self.send_op if self.zc_send_op is None else self.zc_send_op)
+        if self.zc.notifs_pending and self.sock is not None and self.sock.fileno() >= 0:
+            # Zero-copy data still in the socket's send queue holds the
+            # caller's pages until the peer has acknowledged it, which a
+            # peer that does not read never does.  Aborting drops it: with
+            # SO_LINGER 0 the close resets the connection and frees the
+            # queue, and the kernel's notifications (which release the
+            # buffers and resolve write_zerocopy() futures) follow at once.
+            try:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                     LINGER_RESET)
+            except OSError:
+                pass
         if self.empty_waiter is not None and not self.empty_waiter.done():
             self.empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))
         return 0
@@ -582,7 +601,7 @@ cdef class StreamTransport(BaseTransport):
 cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object protocol,
                                           object waiter, object extra, object server,
                                           object server_sock=None):
-    cdef StreamTransport tr = StreamTransport.__new__(StreamTransport)
+    cdef StreamTransport tr = make_transport(StreamTransport)
     tr.loop = loop
     tr.sock = sock
     tr.fd = sock.fileno()
@@ -605,12 +624,15 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.extra):
         tr.zc.turn_off(LOCAL_PEER_REASON)
     tr.extra['socket'] = UringTransportSocket(sock, tr.zc)
+    tr.context = PyContext_CopyCurrent()
     tr.recv_op = StreamRecv.__new__(StreamRecv)
     tr.recv_op.loop = loop
     tr.recv_op.transport = tr
+    tr.recv_op.context = tr.context
     tr.send_op = StreamSend.__new__(StreamSend)
     tr.send_op.loop = loop
     tr.send_op.transport = tr
+    tr.send_op.context = tr.context
     base_events._set_nodelay(sock)
     tr._register()
     if server is not None:
@@ -619,7 +641,14 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
         else:
             server._attach()
     loop.call_soon(protocol.connection_made, tr)
-    loop.call_soon(tr._start_reading_cb)
+    kept = take_all_leftover(loop, sock)
+    if kept is not None and (<LeftOver>kept).data:
+        # bytes a cancelled sock_recv*() took from this socket come first
+        tr.paused_data.append(bytes((<LeftOver>kept).data))
+        tr.paused_bytes += len((<LeftOver>kept).data)
+        loop.call_soon(tr._deliver_paused)
+    else:
+        loop.call_soon(tr._start_reading_cb)
     if waiter is not None:
         loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
     return tr
