@@ -246,25 +246,6 @@ cdef class BaseTransport:
         state = 'closing' if self.closing else 'open'
         return f'<{type(self).__name__} fd={self.fd} {state}>'
 
-    # The transport reports an asyncio class as __class__ (below), so code
-    # may call any method that class defines: the ones this type does not
-    # implement come from it as they are -- asyncio's NotImplementedError
-    # stubs (pause_reading() of a write pipe, write() of a datagram
-    # transport) and its generic writelines().  Looked up only when the
-    # type itself has no such attribute.
-    def __getattr__(self, name):
-        if not name.startswith('__'):
-            attr = getattr(self.__class__, name, None)
-            if isinstance(attr, types.FunctionType):
-                return types.MethodType(attr, self)
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-
-    def __dir__(self):
-        names = set(object.__dir__(self))
-        names.update(name for name in dir(self.__class__)
-                     if isinstance(getattr(self.__class__, name, None), types.FunctionType))
-        return sorted(names)
-
 
 # isinstance() targets.  The transports are Cython types and cannot inherit
 # from asyncio's Python transport classes, yet code (CPython's tests,

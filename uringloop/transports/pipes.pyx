@@ -141,6 +141,20 @@ cdef class WritePipeTransport(BaseTransport):
     def __class__(self):
         return AsyncioWritePipeTransport
 
+    # asyncio's _UnixWritePipeTransport is an asyncio.Transport: these are
+    # its answers (see DatagramTransport on why not a __getattr__)
+    def is_reading(self):
+        raise NotImplementedError
+
+    def pause_reading(self):
+        raise NotImplementedError
+
+    def resume_reading(self):
+        raise NotImplementedError
+
+    def writelines(self, list_of_data):
+        self.write(b''.join(list_of_data))
+
     def _watch_hangup(self):
         cdef io_uring_sqe *sqe
         if self.closing or self.hangup_armed:
