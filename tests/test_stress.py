@@ -3,7 +3,9 @@
 Random transfers through every transport type and zero-copy mode, with
 faults injected: peer resets mid-stream, close()/abort() while writes and
 zero-copy notifications are pending, cancellation during every kind of
-socket operation, loop.close() with requests in flight, EMFILE during
+socket operation and of every receive and accept by wait_for, a TaskGroup
+or gather while data flows (every byte, datagram and connection once),
+loop.close() with requests in flight, EMFILE during
 accept, more requests than the submission queue holds in one iteration and
 a completion queue overflow (a tiny ring via URINGLOOP_RING_ENTRIES), many
 loops in many threads, and a fuzzer over the argument surface.  Every byte
@@ -429,6 +431,153 @@ def test_cancellation_during_every_socket_operation(op, spins, size):
         a.close()
         b.close()
     run(main(), timeout=15)
+    TALLY["faults"] += 1
+
+
+RECEIVES = ["sock_recv", "sock_recv_into", "sock_recvfrom", "sock_recvfrom_into",
+            "sock_accept"]
+
+
+class _Boom(Exception):
+    pass
+
+
+async def _cancelling(how, make, delay):
+    """Run make() the way a framework would and cancel it after `delay`:
+    asyncio.wait_for, a TaskGroup whose sibling fails, or a gather whose
+    outer task is cancelled.  Returns (True, result) or (False, None)."""
+    loop = asyncio.get_running_loop()
+    if how == "wait_for":
+        try:
+            return True, await asyncio.wait_for(make(), delay)
+        except asyncio.TimeoutError:
+            return False, None
+    if how == "taskgroup":
+        async def fail():
+            await asyncio.sleep(delay)
+            raise _Boom
+        task = None
+        try:
+            async with asyncio.TaskGroup() as tg:
+                task = tg.create_task(make())
+                tg.create_task(fail())
+        except* _Boom:
+            pass
+        if task.done() and not task.cancelled():
+            return True, task.result()
+        return False, None
+    child = loop.create_task(make())                        # "gather"
+
+    async def gathered():
+        return await asyncio.gather(child)
+    outer = loop.create_task(gathered())
+    timer = loop.call_later(delay, outer.cancel)
+    try:
+        return True, (await outer)[0]
+    except asyncio.CancelledError:
+        if asyncio.current_task().cancelling():
+            raise
+        # gather's outer future is cancelled even when its child had
+        # finished: the result is the child's (the loop delivered it)
+        if child.done() and not child.cancelled():
+            return True, child.result()
+        return False, None
+    finally:
+        timer.cancel()
+
+
+@FUZZ
+@given(op=st.sampled_from(RECEIVES), how=st.sampled_from(["wait_for", "taskgroup", "gather"]),
+       delay_us=st.integers(50, 2000), seed=st.integers(0, 2**32 - 1))
+def test_cancelled_receives_lose_nothing_while_data_flows(op, how, delay_us, seed):
+    """Issue #13: every receive and accept, cancelled by wait_for, a
+    TaskGroup or gather with short timeouts while data (or connections)
+    arrive: every byte, datagram and connection arrives exactly once."""
+    rnd = random.Random(seed)
+    count = 40
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        delay = delay_us / 1e6
+        if op == "sock_accept":
+            srv = socket.create_server(("127.0.0.1", 0), backlog=count)
+            srv.setblocking(False)
+            clients = []
+
+            async def produce():
+                for i in range(count):
+                    c = socket.socket()
+                    c.setblocking(False)
+                    await loop.sock_connect(c, srv.getsockname())
+                    clients.append(c)
+                    await asyncio.sleep(rnd.random() * 0.001)
+            producer = loop.create_task(produce())
+            accepted = []
+            deadline = loop.time() + 20
+            while len(accepted) < count and loop.time() < deadline:
+                ok, res = await _cancelling(how, lambda: loop.sock_accept(srv), delay)
+                if ok:
+                    accepted.append(res)
+            await producer
+            peers = sorted(c.getpeername()[1] for c, _ in accepted)
+            mine = sorted(c.getsockname()[1] for c in clients)
+            for c, _ in accepted:
+                c.close()
+            for c in clients:
+                c.close()
+            srv.close()
+            assert peers == mine, (len(peers), len(mine))
+            TALLY["transfers"] += count
+            return
+        datagrams = op in ("sock_recvfrom", "sock_recvfrom_into")
+        if datagrams:
+            a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            a.bind(("127.0.0.1", 0))
+            b.connect(a.getsockname())
+        else:
+            a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        records = [b"<%d:%s>" % (i, b"x" * rnd.randrange(1, 3000)) for i in range(count)]
+
+        async def produce():
+            for rec in records:
+                await loop.sock_sendall(b, rec)
+                await asyncio.sleep(rnd.random() * 0.001)
+        producer = loop.create_task(produce())
+        buf = bytearray(65536)
+        make = {
+            "sock_recv": lambda: loop.sock_recv(a, 4096),
+            "sock_recv_into": lambda: loop.sock_recv_into(a, buf),
+            "sock_recvfrom": lambda: loop.sock_recvfrom(a, 65536),
+            "sock_recvfrom_into": lambda: loop.sock_recvfrom_into(a, buf),
+        }[op]
+        got = []
+        total = sum(map(len, records))
+        deadline = loop.time() + 20
+        while sum(map(len, got)) < total and loop.time() < deadline:
+            ok, res = await _cancelling(how, make, delay)
+            if not ok:
+                continue
+            if op == "sock_recv":
+                got.append(res)
+            elif op == "sock_recv_into":
+                got.append(bytes(buf[:res]))
+            elif op == "sock_recvfrom":
+                got.append(res[0])
+            else:
+                got.append(bytes(buf[:res[0]]))
+        await producer
+        a.close()
+        b.close()
+        if datagrams:
+            assert got == records, ([g[:12] for g in got], len(records))
+        else:
+            assert b"".join(got) == b"".join(records)
+        TALLY["bytes"] += total
+
+    run(main(), timeout=60)
     TALLY["faults"] += 1
 
 
