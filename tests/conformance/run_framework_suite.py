@@ -1,0 +1,150 @@
+"""Run a real framework's own test suite on uringloop, the stdlib loop and
+uvloop side by side, and print the counts of each.
+
+    python3 tests/conformance/run_framework_suite.py anyio [--workdir DIR]
+
+What it does, for anyio (pinned below):
+  - makes a virtual environment in the work directory (default
+    /tmp/uringloop-conformance) that sees this Python's packages, so the
+    uringloop you installed (pip install -e .) is the one tested, and puts
+    the suite's test dependencies in it;
+  - fetches the framework's sdist with pip (the sdist carries the tests),
+    unpacks it and installs it into that environment;
+  - adds uringloop to the suite's own loop parametrisation (anyio: one more
+    `anyio_backend`, ("asyncio", {"loop_factory": uringloop.new_event_loop}),
+    beside its "asyncio" and "asyncio+uvloop" ones), so every test runs once
+    per loop in the same pytest run;
+  - runs pytest on the asyncio backends and counts passed / failed / errors /
+    skipped per loop from the per-test report lines.
+
+Not part of CI (see README for how long a run takes).
+"""
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import tarfile
+
+ANYIO_VERSION = "4.16.0"
+ANYIO_TEST_DEPS = ["pytest>=9", "blockbuster", "hypothesis", "psutil", "pytest-mock",
+                   "pytest-timeout", "trustme", "truststore", "uvloop",
+                   "typing_extensions>=4.15"]
+ANYIO_PARAM = '''import uringloop as _uringloop
+asyncio_params.append(pytest.param(
+    ("asyncio", {"debug": True, "loop_factory": _uringloop.new_event_loop}),
+    id="asyncio+uringloop"))
+'''
+
+
+def sh(*cmd, **kw):
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def venv(workdir):
+    path = os.path.join(workdir, "venv")
+    python = os.path.join(path, "bin", "python")
+    if not os.path.exists(python):
+        sh(sys.executable, "-m", "venv", "--system-site-packages", path)
+    return python
+
+
+def fetch_sdist(python, workdir, name, version):
+    tree = os.path.join(workdir, f"{name}-{version}")
+    if os.path.isdir(tree):
+        return tree
+    sh(python, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+       "-d", workdir, f"{name}=={version}")
+    with tarfile.open(os.path.join(workdir, f"{name}-{version}.tar.gz")) as tar:
+        tar.extractall(workdir)
+    return tree
+
+
+def prepare_anyio(workdir):
+    python = venv(workdir)
+    sh(python, "-m", "pip", "install", "-q", *ANYIO_TEST_DEPS)
+    tree = fetch_sdist(python, workdir, "anyio", ANYIO_VERSION)
+    sh(python, "-m", "pip", "install", "-q", "--no-deps", tree)
+    conftest = os.path.join(tree, "tests", "conftest.py")
+    with open(conftest) as f:
+        text = f.read()
+    if "asyncio+uringloop" not in text:
+        anchor = "backend_params = asyncio_params.copy()"
+        if anchor not in text:
+            raise SystemExit(f"anyio's conftest changed: {anchor!r} not found")
+        with open(conftest, "w") as f:
+            f.write(text.replace(anchor, ANYIO_PARAM + anchor, 1))
+    return python, tree
+
+
+LOOP_IDS = {"asyncio+uringloop": "uringloop", "asyncio+uvloop": "uvloop",
+            "asyncio": "stdlib"}
+OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+)")
+
+
+def loop_of(nodeid):
+    params = re.search(r"\[(.*)\]$", nodeid)
+    if not params:
+        return None
+    for part in params.group(1).split("-"):
+        if part in LOOP_IDS:
+            return LOOP_IDS[part]
+    return None
+
+
+def count(report_lines):
+    counts = collections.defaultdict(collections.Counter)
+    failures = collections.defaultdict(list)
+    for line in report_lines:
+        m = OUTCOME.match(line)
+        if not m:
+            continue
+        outcome, nodeid = m.groups()
+        loop = loop_of(nodeid)
+        if loop is None:
+            continue
+        counts[loop][outcome] += 1
+        if outcome in ("FAILED", "ERROR"):
+            failures[loop].append(nodeid)
+    return counts, failures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suite", choices=["anyio"])
+    parser.add_argument("--workdir", default="/tmp/uringloop-conformance")
+    parser.add_argument("--uvloop", action="store_true",
+                        help="also run the suite's asyncio+uvloop cases (with uvloop "
+                             "0.23 one of anyio's tests hung in epoll_wait for good here)")
+    parser.add_argument("pytest_args", nargs="*")
+    args = parser.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    python, tree = prepare_anyio(args.workdir)
+    out = subprocess.run(
+        [python, "-m", "pytest", "tests", "-q", "-rA", "-p", "no:cacheprovider",
+         "-o", "addopts=", "--timeout", "60", "--timeout-method", "thread",
+         "-k", "asyncio" if args.uvloop else "asyncio and not uvloop",
+         *args.pytest_args],
+        cwd=tree, capture_output=True, text=True)
+    log = os.path.join(args.workdir, f"{args.suite}.log")
+    with open(log, "w") as f:
+        f.write(out.stdout + out.stderr)
+    counts, failures = count(out.stdout.splitlines())
+    print(f"\n{args.suite} {ANYIO_VERSION}: per loop (full log: {log})")
+    print("| loop | passed | failed | errors | skipped |")
+    print("|---|---|---|---|---|")
+    for loop in ("stdlib", "uvloop", "uringloop"):
+        c = counts.get(loop, collections.Counter())
+        print(f"| {loop} | {c['PASSED']} | {c['FAILED']} | {c['ERROR']} | {c['SKIPPED']} |")
+    stdlib_bad = {re.sub(r"asyncio(\+\w+)?", "", n) for n in failures.get("stdlib", [])}
+    only_ours = [n for n in failures.get("uringloop", [])
+                 if re.sub(r"asyncio(\+\w+)?", "", n) not in stdlib_bad]
+    print(f"\nfailing on uringloop only ({len(only_ours)}):")
+    for nodeid in only_ours:
+        print("  ", nodeid)
+
+
+if __name__ == "__main__":
+    main()
