@@ -124,7 +124,7 @@ def main():
     python, tree = prepare_anyio(args.workdir)
     out = subprocess.run(
         [python, "-m", "pytest", "tests", "-q", "-rA", "-p", "no:cacheprovider",
-         "-o", "addopts=", "--timeout", "60", "--timeout-method", "thread",
+         "-o", "addopts=", "--timeout", "60",
          "-k", "asyncio" if args.uvloop else "asyncio and not uvloop",
          *args.pytest_args],
         cwd=tree, capture_output=True, text=True)
