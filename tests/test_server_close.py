@@ -147,3 +147,31 @@ def test_two_processes_sharing_a_listening_socket(first):
         child.stdin.flush()
         child.wait(10)
         listener.close()
+
+
+def test_connections_accepted_while_the_loop_closes_are_closed(uloop):
+    """loop.close() with connections queued and ACCEPTs in flight leaves
+    no socket of the loop's open: neither the listening socket (the drain
+    used to skip closing it) nor a connection an ACCEPT took as the loop
+    closed (Operation.drained closes it)."""
+    def socket_fds():
+        fds = set()
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                    fds.add(int(name))
+            except OSError:
+                pass
+        return fds
+
+    async def start():
+        return await asyncio.start_server(_echo, "127.0.0.1", 0)
+    before = socket_fds()
+    server = uloop.run_until_complete(start())
+    addr = server.sockets[0].getsockname()
+    clients = [socket.create_connection(addr) for _ in range(5)]
+    uloop.close()                     # no iteration ran: the ACCEPTs end in the drain
+    leaked = socket_fds() - before - {c.fileno() for c in clients}
+    for c in clients:
+        c.close()
+    assert not leaked

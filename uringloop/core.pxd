@@ -22,6 +22,7 @@ cdef class Operation:
     cdef int complete(self, int32_t res, uint32_t flags) except -1
     cdef int abandon(self) except -1
     cdef int release(self) except -1
+    cdef int drained(self, int32_t res, uint32_t flags) except -1
     cdef int watch_future(self, object fut) except -1
     cdef bint waiter_gone(self)
     cdef int fail(self, int32_t res) except -1

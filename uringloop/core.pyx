@@ -602,7 +602,7 @@ cdef class RingLoop:
                             pass
                     op.complete(res, flags)
                 elif final:
-                    op.release()
+                    op.drained(res, flags)
             except (SystemExit, KeyboardInterrupt):
                 if entered:
                     PyContext_Exit(op.context)

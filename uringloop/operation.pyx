@@ -21,6 +21,11 @@ cdef class Operation:
         let go of buffers now rather than when the waiter is collected."""
         return 0
 
+    cdef int drained(self, int32_t res, uint32_t flags) except -1:
+        """A CQE reaped while the loop closes: nobody will see its result.
+        Release what the request held (an accept closes the fd it got)."""
+        return self.release()
+
     cdef int abandon(self) except -1:
         """The waiter gave up: ask the kernel to cancel.  The operation stays
         alive (and keeps its buffers) until its final CQE."""

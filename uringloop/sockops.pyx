@@ -353,6 +353,11 @@ cdef class AcceptOp(SocketOperation):
                        socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
         return 0
 
+    cdef int drained(self, int32_t res, uint32_t flags) except -1:
+        if res >= 0:
+            close(res)          # accepted as the loop closed: nobody takes it
+        return self.release()
+
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         if self.should_retry(res):
             return self.retry()

@@ -99,6 +99,12 @@ cdef class ServerAccept(Operation):
         self.arm()
         return 0
 
+    cdef int drained(self, int32_t res, uint32_t flags) except -1:
+        self.pending -= 1
+        if res >= 0:
+            close(res)          # accepted as the loop closed: nobody serves it
+        return 0
+
     def _rearm(self):
         self.backing_off = False
         if self.active and self.loop.ring_open:
