@@ -1,0 +1,111 @@
+"""A/B two builds of uringloop on the same cells, interleaved, to show what a
+change costs: req/s as a paired ratio, server user and total CPU per
+request apart (the loop's own cost shows in user time).
+
+    git worktree add /tmp/before <commit> && (cd /tmp/before && python3 setup.py build_ext --inplace)
+    python3 bench/ab_builds.py --before /tmp/before --after . --rounds 7
+    python3 bench/ab_builds.py --before /tmp/before --after . --http      # wrk, aiohttp and raw
+
+Each build is used through PYTHONPATH (an in-place build of each tree);
+servers are pinned to CPU 0 and the load generator to CPU 1, with the
+malloc settings of bench/run_echo.py.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run_echo  # noqa: E402  (build_client, wait_idle, SERVER_ENV)
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu(pid):
+    """(user, user + system) seconds of a process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLK_TCK, (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def server(tree, argv):
+    env = dict(run_echo.SERVER_ENV, PYTHONPATH=os.path.abspath(tree))
+    proc = subprocess.Popen(["taskset", "-c", "0", sys.executable] + argv,
+                            stdout=subprocess.PIPE, text=True, env=env, cwd="/tmp")
+    return proc, int(proc.stdout.readline().split()[1])
+
+
+def echo_cell(client, tree, style, size, seconds, conns):
+    proc, port = server(tree, [os.path.join(HERE, "echo_server.py"),
+                               "--loop", "uringloop", "--style", style])
+    try:
+        u0, t0 = cpu(proc.pid)
+        out = subprocess.run(["taskset", "-c", "1", client, "127.0.0.1", str(port),
+                              str(conns), str(size), str(seconds)],
+                             capture_output=True, text=True, timeout=seconds + 30)
+        u1, t1 = cpu(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    result = run_echo.json.loads(out.stdout)
+    n = max(result["requests"], 1)
+    return result["requests"] / result["seconds"], (u1 - u0) / n * 1e6, (t1 - t0) / n * 1e6
+
+
+def http_cell(tree, app, seconds, conns):
+    proc, port = server(tree, [os.path.join(HERE, "http_server.py"),
+                               "--loop", "uringloop", "--app", app])
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c8", "-d1s", url],
+                       capture_output=True)                      # warm-up
+        u0, t0 = cpu(proc.pid)
+        out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}",
+                              f"-d{seconds}s", url], capture_output=True, text=True).stdout
+        u1, t1 = cpu(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    n = max(int(re.search(r"(\d+) requests in", out).group(1)), 1)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    return rps, (u1 - u0) / n * 1e6, (t1 - t0) / n * 1e6
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, help="tree with an in-place build")
+    parser.add_argument("--after", required=True, help="tree with an in-place build")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--http", action="store_true", help="wrk cells instead of echo")
+    args = parser.parse_args()
+    if args.http:
+        cells = [("aiohttp", None), ("raw", None)]
+        run = lambda tree, cell: http_cell(tree, cell[0], int(args.seconds), 64)
+    else:
+        client = run_echo.build_client()
+        cells = [("protocol", 1024), ("protocol", 10240), ("streams", 1024),
+                 ("protocol", 102400)]
+        run = lambda tree, cell: echo_cell(client, tree, cell[0], cell[1], args.seconds, 10)
+    results = {}
+    for _ in range(args.rounds):
+        for cell in cells:
+            for name, tree in (("before", args.before), ("after", args.after)):
+                run_echo.wait_idle()
+                results.setdefault((cell, name), []).append(run(tree, cell))
+    print("| cell | req/s after/before | user us/req before -> after | total us/req before -> after |")
+    print("|---|---|---|---|")
+    for cell in cells:
+        b, a = results[(cell, "before")], results[(cell, "after")]
+        ratio = statistics.median(x[0] / y[0] for x, y in zip(a, b))
+        label = cell[0] if cell[1] is None else f"{cell[0]}/{cell[1]}"
+        print(f"| {label} | {ratio:.3f}x | {statistics.median(x[1] for x in b):.2f} -> "
+              f"{statistics.median(x[1] for x in a):.2f} | {statistics.median(x[2] for x in b):.2f}"
+              f" -> {statistics.median(x[2] for x in a):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
