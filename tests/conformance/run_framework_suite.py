@@ -2,6 +2,7 @@
 uvloop side by side, and print the counts of each.
 
     python3 tests/conformance/run_framework_suite.py anyio [--workdir DIR]
+    python3 tests/conformance/run_framework_suite.py uvicorn
 
 What it does, for anyio (pinned below):
   - makes a virtual environment in the work directory (default
@@ -16,6 +17,10 @@ What it does, for anyio (pinned below):
     per loop in the same pytest run;
   - runs pytest on the asyncio backends and counts passed / failed / errors /
     skipped per loop from the per-test report lines.
+
+For uvicorn (pinned below) the suite runs twice, its anyio_backend fixture
+returning the stdlib loop, then ("asyncio", {"loop_factory":
+uringloop.new_event_loop}), and the summary lines are compared.
 
 Not part of CI (see README for how long a run takes).
 """
@@ -79,6 +84,64 @@ def prepare_anyio(workdir):
     return python, tree
 
 
+UVICORN_VERSION = "0.54.0"
+UVICORN_TEST_DEPS = ["pytest>=9.1.1", "pytest-mock", "pytest-timeout", "trustme",
+                     "cryptography", "httpx2", "a2wsgi", "wsproto", "h11", "httptools",
+                     "websockets", "python-dotenv", "pyyaml", "watchfiles", "anyio>=4"]
+UVICORN_BACKEND = '''@pytest.fixture
+def anyio_backend():
+    import os
+    if os.environ.get("URINGLOOP_SUITE_LOOP") == "uringloop":
+        import uringloop
+        return ("asyncio", {"loop_factory": uringloop.new_event_loop})
+    return "asyncio"'''
+
+
+def prepare_uvicorn(workdir):
+    python = venv(os.path.join(workdir, "uvicorn"))
+    sh(python, "-m", "pip", "install", "-q", *UVICORN_TEST_DEPS)
+    tree = fetch_sdist(python, workdir, "uvicorn", UVICORN_VERSION)
+    sh(python, "-m", "pip", "install", "-q", tree)
+    conftest = os.path.join(tree, "tests", "conftest.py")
+    with open(conftest) as f:
+        text = f.read()
+    if "URINGLOOP_SUITE_LOOP" not in text:
+        old = '''@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"'''
+        if old not in text:
+            raise SystemExit("uvicorn's conftest changed: its anyio_backend fixture not found")
+        with open(conftest, "w") as f:
+            f.write(text.replace(old, UVICORN_BACKEND, 1))
+    return python, tree
+
+
+def run_uvicorn(args):
+    python, tree = prepare_uvicorn(args.workdir)
+    summaries = {}
+    for loop in ("stdlib", "uringloop"):
+        out = subprocess.run(
+            # (-p no:asyncio: a pytest-asyncio seen through the system
+            # packages would take over uvicorn's anyio-marked tests)
+            [python, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider",
+             "-p", "no:asyncio", "-o", "addopts=", "--timeout", "60", *args.pytest_args],
+            cwd=tree, capture_output=True, text=True,
+            env=dict(os.environ, URINGLOOP_SUITE_LOOP=loop))
+        with open(os.path.join(args.workdir, f"uvicorn-{loop}.log"), "w") as f:
+            f.write(out.stdout + out.stderr)
+        lines = out.stdout.strip().splitlines()
+        summaries[loop] = lines[-1] if lines else "(no output)"
+        failed = [l for l in lines if l.startswith(("FAILED", "ERROR"))]
+        summaries[loop + " failures"] = failed
+    print(f"\nuvicorn {UVICORN_VERSION} (logs: {args.workdir}/uvicorn-*.log)")
+    for loop in ("stdlib", "uringloop"):
+        print(f"  {loop:10} {summaries[loop]}")
+    ours = set(summaries["uringloop failures"]) - set(summaries["stdlib failures"])
+    print(f"\nfailing on uringloop only ({len(ours)}):")
+    for line in sorted(ours):
+        print("  ", line)
+
+
 LOOP_IDS = {"asyncio+uringloop": "uringloop", "asyncio+uvloop": "uvloop",
             "asyncio": "stdlib"}
 OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+)")
@@ -113,7 +176,7 @@ def count(report_lines):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("suite", choices=["anyio"])
+    parser.add_argument("suite", choices=["anyio", "uvicorn"])
     parser.add_argument("--workdir", default="/tmp/uringloop-conformance")
     parser.add_argument("--uvloop", action="store_true",
                         help="also run the suite's asyncio+uvloop cases (with uvloop "
@@ -121,6 +184,8 @@ def main():
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
+    if args.suite == "uvicorn":
+        return run_uvicorn(args)
     python, tree = prepare_anyio(args.workdir)
     out = subprocess.run(
         [python, "-m", "pytest", "tests", "-q", "-rA", "-p", "no:cacheprovider",
