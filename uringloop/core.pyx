@@ -1161,15 +1161,12 @@ cdef class RingLoop:
     async def sock_accept(self, sock):
         """Accept a connection: (conn, address), conn non-blocking."""
         cdef AcceptOp op
-        cdef LeftOver lo
         check_sock(self, sock)
         fd = sock.fileno()
         if self.recv_leftover:
-            lo = self.recv_leftover.get(fd)
-            if lo is not None and lo.sock_ref() is sock and lo.conns:
-                conn = lo.conns.pop(0)
-                drop_if_empty(self, fd, lo)
-                return conn
+            kept = take_leftover_conn(self, fd, sock)
+            if kept is not None:
+                return kept
         op = AcceptOp.__new__(AcceptOp)
         fut = start(self, op, sock, fd)
         try:

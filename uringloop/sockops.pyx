@@ -156,10 +156,17 @@ def _forget_leftover(dict store, int fd, object ref):
             conn.close()
 
 
-cdef LeftOver leftover_for(RingLoop loop, int fd, object sock):
+cdef inline LeftOver kept_for(RingLoop loop, int fd, object sock):
+    """What is kept for sock (under its fd), or None: an entry left under
+    the same fd number by another, closed socket is not sock's."""
     cdef LeftOver lo = loop.recv_leftover.get(fd)
     if lo is not None and lo.sock_ref() is not sock:
-        lo = None      # the fd number was reused by another socket
+        return None
+    return lo
+
+
+cdef LeftOver leftover_for(RingLoop loop, int fd, object sock):
+    cdef LeftOver lo = kept_for(loop, fd, sock)
     if lo is None:
         lo = LeftOver.__new__(LeftOver)
         store = loop.recv_leftover
@@ -178,17 +185,27 @@ cdef inline void drop_if_empty(RingLoop loop, int fd, LeftOver lo):
 
 cdef object take_leftover_datagram(RingLoop loop, int fd, object sock):
     """(data, address) of a datagram kept from a cancelled receive, or None."""
-    cdef LeftOver lo = loop.recv_leftover.get(fd)
-    if lo is None or lo.sock_ref() is not sock or not lo.datagrams:
+    cdef LeftOver lo = kept_for(loop, fd, sock)
+    if lo is None or not lo.datagrams:
         return None
     item = lo.datagrams.pop(0)
     drop_if_empty(loop, fd, lo)
     return item
 
 
+cdef object take_leftover_conn(RingLoop loop, int fd, object sock):
+    """(conn, address) of a connection kept from a cancelled accept, or None."""
+    cdef LeftOver lo = kept_for(loop, fd, sock)
+    if lo is None or not lo.conns:
+        return None
+    item = lo.conns.pop(0)
+    drop_if_empty(loop, fd, lo)
+    return item
+
+
 cdef object take_leftover_data(RingLoop loop, int fd, object sock, Py_ssize_t n):
-    cdef LeftOver lo = loop.recv_leftover.get(fd)
-    if lo is None or lo.sock_ref() is not sock or not lo.data:
+    cdef LeftOver lo = kept_for(loop, fd, sock)
+    if lo is None or not lo.data:
         return None
     data = bytes(lo.data[:n])
     del lo.data[:n]
@@ -203,8 +220,8 @@ cdef LeftOver take_all_leftover(RingLoop loop, object sock):
     if not loop.recv_leftover:
         return None
     fd = sock.fileno()
-    lo = loop.recv_leftover.get(fd)
-    if lo is None or lo.sock_ref() is not sock:
+    lo = kept_for(loop, fd, sock)
+    if lo is None:
         return None
     del loop.recv_leftover[fd]
     return lo

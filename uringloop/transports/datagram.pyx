@@ -131,21 +131,26 @@ cdef class DatagramTransport(BaseTransport):
             return
         self.reading_paused = False
         if self.paused_datagrams:
-            kept, self.paused_datagrams = self.paused_datagrams, None
+            kept, self.paused_datagrams = self.paused_datagrams, []
             self.loop.call_soon(self._deliver_kept, kept)
         self.loop.call_soon(self._start_reading_cb)
 
     def _deliver_kept(self, list datagrams):
         for data, addr in datagrams:
-            if self.closing:
+            if self.closing or not self.deliver(data, addr):
                 return
-            try:
-                self.protocol.datagram_received(data, addr)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self.fatal_error(exc, 'Fatal read error on datagram transport')
-                return
+
+    cdef bint deliver(self, object data, object addr) except -1:
+        """datagram_received(); False when it raised (the transport is then
+        closed with the error)."""
+        try:
+            self.protocol.datagram_received(data, addr)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.fatal_error(exc, 'Fatal read error on datagram transport')
+            return False
+        return True
 
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1:
@@ -156,16 +161,9 @@ cdef class DatagramTransport(BaseTransport):
             return 0
         if res >= 0 and self.reading_paused:
             # posted before the cancel reached the kernel: keep it, in order
-            if self.paused_datagrams is None:
-                self.paused_datagrams = []
             self.paused_datagrams.append((data, addr))
         elif res >= 0:
-            try:
-                self.protocol.datagram_received(data, addr)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self.fatal_error(exc, 'Fatal read error on datagram transport')
+            if not self.deliver(data, addr):
                 return 0
         elif res == -ECANCELED:
             pass        # paused (resume_reading() may have come since)
@@ -452,6 +450,7 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.protocol = protocol
     tr.protocol_connected = True
     tr.write_queue = collections.deque()
+    tr.paused_datagrams = []
     tr.set_limits(None, None)
     tr.zc = new_policy(loop, sock)
     # Auto mode leaves sendto()'s bytes to the direct copying sendto(2):
