@@ -369,3 +369,120 @@ def test_packet_socket_addresses(any_loop):
     addr, sent = loop.run_until_complete(main())
     assert addr[:2] == ("lo", 0x0800) and len(addr) == 5 and isinstance(addr[4], bytes)
     assert sent
+
+
+# ---- what aiohttp's own suite showed (item 7) ---------------------------------
+
+def test_callbacks_queued_before_the_io_run_ahead_of_its_callbacks(any_loop):
+    """The selector loop runs the callbacks that were ready when it polled
+    before the I/O callbacks that poll reported, and the callbacks those
+    queue after both.  aiohttp's test_concurrent_close_multiple_tasks (two
+    ws.close() tasks racing a receive) depends on it."""
+    loop = any_loop
+    order = []
+
+    async def main():
+        got = loop.create_future()
+
+        class Server(asyncio.Protocol):
+            def data_received(self, data):
+                order.append("io")
+                if not got.done():
+                    got.set_result(None)
+
+        server = await loop.create_server(Server, "127.0.0.1", 0)
+        tr, _ = await loop.create_connection(asyncio.Protocol,
+                                             *server.sockets[0].getsockname())
+        await asyncio.sleep(0.05)
+        tr.write(b"x")
+        loop.call_soon(order.append, "cb1")
+        loop.call_soon(lambda: loop.call_soon(order.append, "cb2"))
+        await got
+        await asyncio.sleep(0.01)
+        tr.close()
+        server.close()
+        await server.wait_closed()
+    loop.run_until_complete(main())
+    assert order == ["cb1", "io", "cb2"]
+
+
+def test_cancelled_receive_whose_result_waits_in_the_ring_keeps_the_order(any_loop):
+    """A sock_recv cancelled in the iteration its bytes arrived, while
+    callbacks were ready (so the kernel's answer waits in the ring), and
+    the task receives again at once: the bytes still come in order."""
+    loop = any_loop
+
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        got = []
+
+        async def reader():
+            while True:
+                try:
+                    data = await loop.sock_recv(a, 100)
+                except asyncio.CancelledError:
+                    continue            # and receive again at once
+                if not data:
+                    return
+                got.append(data)
+        task = loop.create_task(reader())
+        for i in range(200):
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)      # its receive is armed
+            b.send(b"<%d>" % i)
+            task.cancel()
+        await asyncio.sleep(0.05)
+        b.close()
+        await asyncio.wait_for(task, 10)
+        a.close()
+        return b"".join(got)
+    assert loop.run_until_complete(main()) == b"".join(b"<%d>" % i for i in range(200))
+
+
+def test_timers_follow_a_patched_loop_time(any_loop):
+    """aiohttp's tests patch loop.time to reach a keep-alive deadline; the
+    selector loop compares its timers with self.time()."""
+    from unittest import mock
+    loop = any_loop
+
+    async def main():
+        fired = []
+        now = loop.time()
+        with mock.patch.object(loop, "time") as fake:
+            fake.return_value = now
+            loop.call_at(now + 1000, fired.append, "due")
+            fake.return_value = now + 1000
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        return fired
+    assert loop.run_until_complete(main()) == ["due"]
+
+
+def test_create_unix_server_replaces_a_stale_socket_without_os_stat(tmp_path, monkeypatch):
+    """A blocking-call checker (blockbuster, in aiohttp's and anyio's
+    suites) allows os.stat inside asyncio's own create_unix_server only;
+    uringloop checks and removes the stale socket file without it."""
+    import uringloop
+    path = str(tmp_path / "s")
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(path)
+    stale.close()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a Python-level blocking call in the loop")
+    loop = uringloop.new_event_loop()
+    try:
+        monkeypatch.setattr(os, "stat", refuse)
+        monkeypatch.setattr(os, "remove", refuse)
+        monkeypatch.setattr(os, "unlink", refuse)
+        try:
+            server = loop.run_until_complete(loop.create_unix_server(asyncio.Protocol, path))
+        finally:
+            monkeypatch.undo()
+        assert server.sockets[0].getsockname() == path
+        server.close()
+        loop.run_until_complete(server.wait_closed())
+    finally:
+        loop.close()

@@ -37,6 +37,7 @@ cdef class RingLoop:
     cdef Operation wakeup_op
     cdef Py_ssize_t ops_in_flight
     cdef bint draining
+    cdef bint time_overridden     # a subclass defines time()
     cdef int owner_pid
 
     # BaseEventLoop's own state, kept in C slots for the run loop
@@ -63,8 +64,11 @@ cdef class RingLoop:
     cdef int submit_pending(self) except -1
     cdef int cancel_op(self, Operation op) except -1
     cdef int cancel_fd(self, int fd) except -1
-    cdef int wait_and_reap(self, int64_t timeout_ns) except -1
-    cdef int reap(self) except -1
+    cdef int wait_and_reap(self, int64_t timeout_ns, unsigned held) except -1
+    cdef int reap(self, unsigned limit=*) except -1
+    cdef int dispatch_held_for_fd(self, int fd) except -1
+    cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1
+    cdef double clock(self) except? -1.0
     cdef int ensure_enabled(self) except -1
     cdef int arm_wakeup(self) except -1
     cdef int run_ready(self) except -1

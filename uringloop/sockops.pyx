@@ -234,7 +234,12 @@ cdef int keep_cancelled_result(RingLoop loop, object sock, int fd, object fut,
     kind: KEEP_DATA (bytes), KEEP_INTO (a count of bytes in buf),
     KEEP_DATAGRAM ((bytes, address)), KEEP_DATAGRAM_INTO ((count, address)
     in buf), KEEP_CONN ((conn, address))."""
-    if not fut.done() or fut.cancelled() or fut.exception() is not None:
+    if not fut.done() or fut.cancelled():
+        # its request may have completed in the ring meanwhile: what it
+        # took is kept (in order) before this task's next receive
+        loop.dispatch_held_for_fd(fd)
+        return 0
+    if fut.exception() is not None:
         return 0
     result = fut.result()
     if kind == KEEP_INTO:
