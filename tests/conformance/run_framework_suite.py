@@ -3,6 +3,7 @@ uvloop side by side, and print the counts of each.
 
     python3 tests/conformance/run_framework_suite.py anyio [--workdir DIR]
     python3 tests/conformance/run_framework_suite.py uvicorn
+    python3 tests/conformance/run_framework_suite.py aiohttp
 
 What it does, for anyio (pinned below):
   - makes a virtual environment in the work directory (default
@@ -21,6 +22,13 @@ What it does, for anyio (pinned below):
 For uvicorn (pinned below) the suite runs twice, its anyio_backend fixture
 returning the stdlib loop, then ("asyncio", {"loop_factory":
 uringloop.new_event_loop}), and the summary lines are compared.
+
+For aiohttp (pinned below; the aiohttp installed beside uringloop must be
+the same version, since its pytest plugin and C parsers are the ones the
+suite runs on) the suite's conftest loads a small plugin written by this
+script in place of aiohttp.pytest_plugin: it re-exports that plugin and
+parametrises the `loop_factory` fixture with pyloop, uvloop and uringloop,
+so each loop-driven test runs once per loop in one run (pytest-xdist, -n 2).
 
 Not part of CI (see README for how long a run takes).
 """
@@ -142,7 +150,78 @@ def run_uvicorn(args):
         print("  ", line)
 
 
-LOOP_IDS = {"asyncio+uringloop": "uringloop", "asyncio+uvloop": "uvloop",
+AIOHTTP_VERSION = "3.14.5"
+AIOHTTP_TEST_DEPS = ["pytest>=8.4", "pytest-mock", "pytest-timeout", "pytest-xdist",
+                     "pytest-codspeed", "blockbuster", "freezegun", "proxy.py>=2.4.4rc5",
+                     "trustme", "isal", "zlib_ng", "pkgconfig", "gunicorn", "uvloop",
+                     "re-assert", "coverage", "pytest-benchmark", f"aiohttp=={AIOHTTP_VERSION}"]
+# Written into the work directory and loaded by the suite's conftest instead
+# of aiohttp.pytest_plugin; everything but the loop parametrisation is
+# aiohttp's own plugin.
+AIOHTTP_PLUGIN = '''"""aiohttp's pytest plugin with uringloop as one more loop_factory."""
+import asyncio
+import os
+
+import aiohttp.pytest_plugin as _aiohttp_plugin
+
+globals().update({name: value for name, value in vars(_aiohttp_plugin).items()
+                  if not name.startswith("__")})
+
+
+def pytest_generate_tests(metafunc):
+    if "loop_factory" not in metafunc.fixturenames:
+        return
+    import uringloop
+    factories = {"pyloop": asyncio.new_event_loop, "uringloop": uringloop.new_event_loop}
+    try:
+        import uvloop
+        factories["uvloop"] = uvloop.new_event_loop
+    except ImportError:
+        pass
+    names = [n for n in os.environ.get("URINGLOOP_SUITE_LOOPS", "pyloop,uvloop,uringloop")
+             .split(",") if n in factories]
+    metafunc.parametrize("loop_factory", [factories[n] for n in names], ids=names)
+'''
+
+
+def prepare_aiohttp(workdir):
+    python = venv(os.path.join(workdir, "aiohttp"))
+    sh(python, "-m", "pip", "install", "-q", *AIOHTTP_TEST_DEPS)
+    tree = fetch_sdist(python, workdir, "aiohttp", AIOHTTP_VERSION)
+    with open(os.path.join(tree, "tests", "uringloop_aiohttp_plugin.py"), "w") as f:
+        f.write(AIOHTTP_PLUGIN)
+    conftest = os.path.join(tree, "tests", "conftest.py")
+    with open(conftest) as f:
+        text = f.read()
+    old = 'pytest_plugins = ["aiohttp.pytest_plugin", "pytester"]'
+    if old in text:
+        text = text.replace(old, 'pytest_plugins = ["uringloop_aiohttp_plugin", "pytester"]', 1)
+        with open(conftest, "w") as f:
+            f.write(text)
+    elif "uringloop_aiohttp_plugin" not in text:
+        raise SystemExit(f"aiohttp's conftest changed: {old!r} not found")
+    return python, tree
+
+
+def run_aiohttp(args):
+    python, tree = prepare_aiohttp(args.workdir)
+    loops = "pyloop,uvloop,uringloop" if args.uvloop else "pyloop,uringloop"
+    out = subprocess.run(
+        # (-P: the sdist's uncompiled aiohttp/ must not come first on sys.path)
+        [python, "-P", "-m", "pytest", "tests", "-q", "-rA",
+         "-p", "no:cacheprovider", "-p", "no:asyncio", "-o", "addopts=",
+         # (its codspeed benchmarks run once each, on pytest-benchmark's fixture)
+         "--benchmark-disable",
+         "-m", "not dev_mode and not autobahn and not internal",
+         "-n", "2", "--timeout", "120", *args.pytest_args],
+        cwd=tree, capture_output=True, text=True,
+        env=dict(os.environ, URINGLOOP_SUITE_LOOPS=loops,
+                 PYTHONPATH=os.path.join(tree, "tests")))
+    report("aiohttp", AIOHTTP_VERSION, args.workdir, out)
+
+
+LOOP_IDS = {"uringloop": "uringloop", "pyloop": "stdlib", "uvloop": "uvloop",
+            "asyncio+uringloop": "uringloop", "asyncio+uvloop": "uvloop",
             "asyncio": "stdlib"}
 OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+)")
 
@@ -155,6 +234,10 @@ def loop_of(nodeid):
         if part in LOOP_IDS:
             return LOOP_IDS[part]
     return None
+
+
+def without_loop(nodeid):
+    return re.sub(r"asyncio\+\w+|asyncio|pyloop|uvloop|uringloop", "", nodeid)
 
 
 def count(report_lines):
@@ -176,7 +259,7 @@ def count(report_lines):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("suite", choices=["anyio", "uvicorn"])
+    parser.add_argument("suite", choices=["anyio", "uvicorn", "aiohttp"])
     parser.add_argument("--workdir", default="/tmp/uringloop-conformance")
     parser.add_argument("--uvloop", action="store_true",
                         help="also run the suite's asyncio+uvloop cases (with uvloop "
@@ -186,6 +269,8 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     if args.suite == "uvicorn":
         return run_uvicorn(args)
+    if args.suite == "aiohttp":
+        return run_aiohttp(args)
     python, tree = prepare_anyio(args.workdir)
     out = subprocess.run(
         [python, "-m", "pytest", "tests", "-q", "-rA", "-p", "no:cacheprovider",
@@ -195,19 +280,22 @@ def main():
          "-k", "asyncio and not trio" if args.uvloop else "asyncio and not uvloop and not trio",
          *args.pytest_args],
         cwd=tree, capture_output=True, text=True)
-    log = os.path.join(args.workdir, f"{args.suite}.log")
+    report("anyio", ANYIO_VERSION, args.workdir, out)
+
+
+def report(suite, version, workdir, out):
+    log = os.path.join(workdir, f"{suite}.log")
     with open(log, "w") as f:
         f.write(out.stdout + out.stderr)
     counts, failures = count(out.stdout.splitlines())
-    print(f"\n{args.suite} {ANYIO_VERSION}: per loop (full log: {log})")
+    print(f"\n{suite} {version}: per loop (full log: {log})")
     print("| loop | passed | failed | errors | skipped |")
     print("|---|---|---|---|---|")
     for loop in ("stdlib", "uvloop", "uringloop"):
         c = counts.get(loop, collections.Counter())
         print(f"| {loop} | {c['PASSED']} | {c['FAILED']} | {c['ERROR']} | {c['SKIPPED']} |")
-    stdlib_bad = {re.sub(r"asyncio(\+\w+)?", "", n) for n in failures.get("stdlib", [])}
-    only_ours = [n for n in failures.get("uringloop", [])
-                 if re.sub(r"asyncio(\+\w+)?", "", n) not in stdlib_bad]
+    stdlib_bad = {without_loop(n) for n in failures.get("stdlib", [])}
+    only_ours = [n for n in failures.get("uringloop", []) if without_loop(n) not in stdlib_bad]
     print(f"\nfailing on uringloop only ({len(only_ours)}):")
     for nodeid in only_ours:
         print("  ", nodeid)
