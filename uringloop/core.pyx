@@ -563,7 +563,10 @@ cdef class RingLoop:
         rest wait for the next iteration if callbacks are ready: the
         selector loop runs the callbacks queued before its select() ahead
         of the I/O callbacks that select() reports, and so does this loop
-        (aiohttp's test_concurrent_close_multiple_tasks depends on it)."""
+        (aiohttp's test_concurrent_close_multiple_tasks depends on it).
+        Completed sends are dispatched at once all the same: the selector
+        loop sends inside write(), so its get_write_buffer_size() drops
+        right away (aiohttp's upload progress reads it)."""
         cdef int ret
         cdef unsigned wait_nr = 0 if timeout_ns == 0 else 1
         if (timeout_ns == 0 and ul_sq_pending(&self.ring) == 0
@@ -572,8 +575,7 @@ cdef class RingLoop:
                 and not ul_cq_overflowed(&self.ring)):
             # Nothing to submit and the kernel holds no completion work for
             # us: the system call would return at once with nothing.
-            self.reap(held if self._ready else REAP_ALL)
-            return 0
+            return self.reap_after_enter(held)
         self.ensure_enabled()
         with nogil:
             ret = ul_ring_enter(&self.ring, wait_nr, timeout_ns)
@@ -582,7 +584,29 @@ cdef class RingLoop:
                 PyErr_CheckSignals()
             elif ret != -ETIME and ret != -EBUSY and ret != -EAGAIN:
                 self.raise_enter_error(ret)
-        self.reap(held if self._ready else REAP_ALL)
+        return self.reap_after_enter(held)
+
+    cdef int reap_after_enter(self, unsigned held) except -1:
+        cdef unsigned i, n
+        cdef io_uring_cqe *cqe
+        cdef list sends = None
+        if not self._ready:
+            return self.reap(REAP_ALL)
+        self.reap(held)
+        n = ul_cq_ready(&self.ring)
+        for i in range(n):
+            cqe = ul_cq_at(&self.ring, i)
+            if cqe.user_data == 0:
+                continue
+            op = <Operation><PyObject *><uintptr_t>cqe.user_data
+            if type(op) is StreamSend or type(op) is ZcSend:
+                if sends is None:
+                    sends = []
+                sends.append((op, cqe.res, cqe.flags))
+                cqe.user_data = 0           # reap() skips it
+        if sends is not None:
+            for op, res, flags in sends:
+                self.dispatch(op, res, flags)
         return 0
 
     cdef int reap(self, unsigned limit=REAP_ALL) except -1:

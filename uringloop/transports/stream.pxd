@@ -8,7 +8,13 @@ cdef class StreamTransport(BaseTransport):
     cdef list paused_data            # received while reading was paused
     cdef Py_ssize_t paused_bytes
     cdef StreamRecv recv_op
-    cdef bint recv_armed
+    cdef bint recv_armed             # recv_op (or poll_op when recv_direct) in flight
+    cdef bint recv_direct            # large reads: readiness + recv(2) into bytes
+    cdef bint direct_wanted          # ...from the next arming on
+    cdef unsigned direct_small_reads # consecutive small reads in that mode
+    cdef Py_ssize_t direct_bytes     # received by direct reads (no copy of ours)
+    cdef Py_ssize_t direct_switches  # times it moved to direct reads
+    cdef StreamPoll poll_op
 
     cdef object write_queue          # deque of bytes / ZeroCopyBuffer, oldest first
     cdef Py_ssize_t head_offset      # bytes of write_queue[0] already sent
@@ -30,6 +36,10 @@ cdef class StreamTransport(BaseTransport):
     cdef int recv_completed(self, int32_t res, uint32_t flags, object data,
                             bint direct) except -1
     cdef int deliver(self, object data) except -1
+    cdef int poll_completed(self, int32_t res, uint32_t flags) except -1
+    cdef int read_direct(self) except -1
+    cdef int received(self, object data, Py_ssize_t n) except -1
+    cdef int received_eof(self) except -1
     cdef int zc_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_eof(self) except -1
@@ -44,6 +54,10 @@ cdef class StreamRecv(Operation):
     cdef Py_buffer view              # a BufferedProtocol's buffer ...
     cdef bint has_view
     cdef object view_protocol        # ... and the protocol it belongs to
+
+
+cdef class StreamPoll(Operation):
+    cdef StreamTransport transport
 
 
 cdef class StreamSend(Operation):

@@ -3,7 +3,15 @@
 # Reading: one multishot RECV per transport, its buffers picked by the kernel
 # from the loop's provided-buffer ring; each completion is copied into a
 # bytes object for data_received() and the buffer goes straight back to the
-# ring.  A BufferedProtocol instead gets a single-shot RECV straight into the
+# ring.  That copy is cheap for small reads and costs what the data weighs
+# for large ones, so a connection whose reads are large (a completion of
+# DIRECT_FROM bytes or more) switches to direct reads: a POLL reports
+# readiness and each read is a recv(2) into a fresh bytes object,
+# which data_received() gets as it is -- the kernel's copy is the only one,
+# no buffer is parked while the connection idles, and what is not read stays
+# in the socket (TCP throttles the peer).  DIRECT_BACK_AFTER small reads in
+# a row switch it back.  Measured with bench/run_echo.py (issue #15).
+# A BufferedProtocol instead gets a single-shot RECV straight into the
 # memory its get_buffer() returned.  While reading is paused, what arrives is
 # kept and handed over on resume; past PAUSED_BYTES_LIMIT the request is
 # cancelled, so the peer is throttled by TCP as with a selector loop.
@@ -28,6 +36,48 @@ cdef unsigned RECV_BUFFER_SIZE = 256 * 1024
 cdef Py_ssize_t PAUSED_BYTES_LIMIT = 256 * 1024
 # struct linger {l_onoff = 1, l_linger = 0}: close() resets the connection
 LINGER_RESET = struct.pack('ii', 1, 0)
+
+
+# Direct reads (see above): the size of each recv(2), as the stdlib's
+# max_size; a ring completion this large or larger moves a connection to
+# them; this many reads below DIRECT_SMALL in a row move it back; at most
+# this many full reads per readiness report.
+cdef Py_ssize_t DIRECT_READ_SIZE = 256 * 1024
+cdef Py_ssize_t DIRECT_FROM = 32 * 1024
+cdef Py_ssize_t DIRECT_SMALL = 16 * 1024
+cdef unsigned DIRECT_BACK_AFTER = 16
+cdef int DIRECT_READS_PER_WAKEUP = 8
+
+cdef extern from *:
+    """
+    #include <sys/socket.h>
+    #include <errno.h>
+    /* Receive up to size bytes from fd, without blocking, into a new bytes
+     * object: the kernel copies straight into the object Python gets.
+     * Returns it, shrunk to what came, with *res its length; or None with
+     * *res 0 (end of stream) or -errno; NULL (exception set) only when
+     * memory ran out. */
+    static PyObject *ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
+    {
+        PyObject *b = PyBytes_FromStringAndSize(NULL, size);
+        ssize_t n;
+        if (b == NULL)
+            return NULL;
+        do {
+            n = recv(fd, PyBytes_AS_STRING(b), (size_t)size, MSG_DONTWAIT);
+        } while (n < 0 && errno == EINTR);
+        if (n <= 0) {
+            *res = n < 0 ? -errno : 0;
+            Py_DECREF(b);
+            Py_RETURN_NONE;
+        }
+        *res = n;
+        if (n < size && _PyBytes_Resize(&b, n) < 0)
+            return NULL;
+        return b;
+    }
+    """
+    object ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
 
 
 cdef inline char *chunk_ptr(object chunk):
@@ -82,6 +132,20 @@ cdef class StreamRecv(Operation):
 
 
 @cython.final
+cdef class StreamPoll(Operation):
+    """A connection's POLL for readability while it reads directly
+    (recv_direct).  Single-shot, armed again after each report: the kernel
+    checks readiness when it is armed, so data left in the socket (reads
+    paused, or more than one report's worth) is reported at the next
+    enter.  A multishot POLL, which reports wakeups, missed the FIN of a
+    peer that closed while the data before it was being read (a 16 MiB
+    echo in test_stream_echo_is_byte_exact hung)."""
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        return self.transport.poll_completed(res, flags)
+
+
+@cython.final
 cdef class StreamSend(Operation):
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
@@ -133,10 +197,18 @@ cdef class StreamTransport(BaseTransport):
                 return 0
             sqe = self.loop.sqe_for(op)
             ul_prep_recv(sqe, self.fd, op.view.buf, <size_t>op.view.len, 0)
+        elif self.direct_wanted:
+            sqe = self.loop.sqe_for(self.poll_op)
+            ul_prep_poll_add(sqe, self.fd, POLLIN)
+            self.recv_direct = True
+            self.recv_armed = True
+            self.op_started()
+            return 0
         else:
             self.loop.ensure_recv_buffers()
             sqe = self.loop.sqe_for(op)
             ul_prep_recv_multishot(sqe, self.fd, RECV_BUFFER_GROUP, 0)
+        self.recv_direct = False
         self.recv_armed = True
         self.op_started()
         return 0
@@ -145,8 +217,79 @@ cdef class StreamTransport(BaseTransport):
         if self.recv_armed:
             if self.zc_rx:
                 self.zcrx.disarm(self)
+            elif self.recv_direct:
+                self.loop.cancel_op(self.poll_op)
             else:
                 self.loop.cancel_op(self.recv_op)
+        return 0
+
+    cdef int poll_completed(self, int32_t res, uint32_t flags) except -1:
+        self.recv_armed = False
+        self.op_finished()
+        if res > 0:
+            self.read_direct()
+        elif res != -ECANCELED and not self.closing and not self.conn_lost:
+            self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
+            return 0
+        return self.start_reading()
+
+    cdef int read_direct(self) except -1:
+        """Read what the socket holds (see the header): each recv(2) into
+        its own bytes object, handed to data_received() as it is."""
+        cdef Py_ssize_t n = 0
+        cdef int i
+        for i in range(DIRECT_READS_PER_WAKEUP):
+            if (self.reading_paused or self.closing or self.conn_lost
+                    or self.eof_seen or self.buffered_protocol):
+                return 0
+            data = ul_recv_bytes(self.fd, DIRECT_READ_SIZE, &n)
+            if n > 0:
+                if n < DIRECT_SMALL:
+                    self.direct_small_reads += 1
+                    if self.direct_small_reads >= DIRECT_BACK_AFTER:
+                        # small reads again: back to the ring's buffers
+                        self.direct_wanted = False
+                        self.direct_small_reads = 0
+                        self.stop_reading()
+                else:
+                    self.direct_small_reads = 0
+                self.direct_bytes += n
+                self.received(data, n)
+                if n < DIRECT_READ_SIZE:
+                    return 0            # the socket is empty for now
+            elif n == 0:
+                self.stop_reading()
+                return self.received_eof()
+            elif n == -EAGAIN:
+                return 0
+            else:
+                if not self.closing:
+                    self.fatal_error(convert_error(<int32_t>n),
+                                     'Fatal read error on socket transport')
+                return 0
+        # as many full reads as one report allows: the POLL armed again
+        # next reports the rest, after the other connections' turn
+        return 0
+
+    cdef int received(self, object data, Py_ssize_t n) except -1:
+        """n bytes for the protocol: delivered now, or kept while reading
+        is paused or kept data waits to be handed over (order)."""
+        self.bytes_received += n
+        if self.reading_paused or self.paused_data:
+            self.paused_data.append(data)
+            self.paused_bytes += n
+            if (self.reading_paused and self.recv_armed
+                    and self.paused_bytes >= PAUSED_BYTES_LIMIT):
+                self.stop_reading()
+            return 0
+        return self.deliver(data)
+
+    cdef int received_eof(self) except -1:
+        self.eof_seen = True
+        if self.reading_paused or self.paused_data:
+            self.eof_pending = True
+        elif not self.closing:
+            self.deliver_eof()
         return 0
 
     cdef int recv_completed(self, int32_t res, uint32_t flags, object data,
@@ -158,8 +301,8 @@ cdef class StreamTransport(BaseTransport):
         if res > 0:
             if self.conn_lost:
                 return 0
-            self.bytes_received += res
             if direct:
+                self.bytes_received += res
                 try:
                     self.protocol.buffer_updated(res)
                 except (SystemExit, KeyboardInterrupt):
@@ -167,23 +310,17 @@ cdef class StreamTransport(BaseTransport):
                 except BaseException as exc:
                     self.fatal_error(exc, 'Fatal error: protocol.buffer_updated() call failed.')
                     return 0
-            elif self.reading_paused or self.paused_data:
-                # paused, or data kept from a pause still waits to be
-                # handed over: keep the order
-                self.paused_data.append(data)
-                self.paused_bytes += res
-                if (self.reading_paused and self.recv_armed
-                        and self.paused_bytes >= PAUSED_BYTES_LIMIT):
-                    self.stop_reading()
             else:
-                self.deliver(data)
+                self.received(data, res)
+                if (res >= DIRECT_FROM and not self.direct_wanted and not self.zc_rx
+                        and (flags & IORING_CQE_F_BUFFER)):
+                    # large reads: recv(2) into bytes from now on (header)
+                    self.direct_wanted = True
+                    self.direct_switches += 1
+                    if not final:
+                        self.stop_reading()
         elif res == 0:
-            self.eof_seen = True
-            if self.reading_paused or self.paused_data:
-                self.eof_pending = True
-            elif not self.closing:
-                self.deliver_eof()
-            return 0
+            return self.received_eof()
         elif res == -ECANCELED or res == -ENOBUFS:
             pass        # paused or closing; or the buffer ring ran dry
         else:
@@ -286,10 +423,12 @@ cdef class StreamTransport(BaseTransport):
         # over on resume) until PAUSED_BYTES_LIMIT, then it is cancelled.
         # Pauses are mostly short (a StreamReader above its limit for one
         # read()), and a cancel plus re-arm costs two requests each time.
-        if self.paused_bytes >= PAUSED_BYTES_LIMIT or self.buffered_protocol or self.zc_rx:
+        if (self.paused_bytes >= PAUSED_BYTES_LIMIT or self.buffered_protocol or self.zc_rx
+                or self.recv_direct):
             # (a BufferedProtocol's RECV writes into the protocol's own
             # memory, and a RECV_ZC's pieces take room in the shared area:
-            # cancel it now)
+            # cancel it now; direct reads simply stop, the data waits in
+            # the socket)
             self.stop_reading()
         if self.loop.get_debug():
             logger.debug("%r pauses reading", self)
@@ -516,6 +655,13 @@ cdef class StreamTransport(BaseTransport):
         """As BaseTransport; 'zerocopy' gives the zero-copy statistics."""
         if name == 'zerocopy':
             return self.zc.stats()
+        if name == 'reading':
+            # how this transport receives (see the header of stream.pyx)
+            mode = ('zerocopy' if self.zc_rx else 'buffered' if self.buffered_protocol
+                    else 'direct' if self.direct_wanted else 'ring')
+            return {'mode': mode, 'received_bytes': self.bytes_received,
+                    'direct_bytes': self.direct_bytes,
+                    'direct_switches': self.direct_switches}
         if name == 'zerocopy_receive':
             if self.zcrx is None:
                 return default
@@ -629,6 +775,10 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.recv_op.loop = loop
     tr.recv_op.transport = tr
     tr.recv_op.context = tr.context
+    tr.poll_op = StreamPoll.__new__(StreamPoll)
+    tr.poll_op.loop = loop
+    tr.poll_op.transport = tr
+    tr.poll_op.context = tr.context
     tr.send_op = StreamSend.__new__(StreamSend)
     tr.send_op.loop = loop
     tr.send_op.transport = tr

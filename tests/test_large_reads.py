@@ -1,0 +1,188 @@
+"""Large reads (issue #15): a stream connection whose reads are large moves
+from the loop's provided-buffer ring to direct reads (readiness, then
+recv(2) into a bytes object that data_received() gets as it is) and back
+when its reads are small again.  The outcome a protocol sees is the same
+as on the stdlib loop: every byte in order, EOF after the data, pause and
+resume, resets."""
+import asyncio
+import socket
+
+import pytest
+
+import uringloop
+
+MIB = 1024 * 1024
+
+
+def payload(size, seed=7):
+    block = bytes((i * seed + (i >> 8)) & 0xFF for i in range(65536))
+    return (block * (size // len(block) + 1))[:size]
+
+
+class Sink(asyncio.Protocol):
+    def __init__(self):
+        self.data = bytearray()
+        self.events = []
+        self.chunks = 0
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.events.append("made")
+
+    def data_received(self, data):
+        assert type(data) is bytes
+        self.chunks += 1
+        self.data += data
+
+    def eof_received(self):
+        self.events.append(("eof", len(self.data)))
+
+    def connection_lost(self, exc):
+        self.events.append(("lost", type(exc).__name__ if exc else None))
+        self.lost.set_result(None)
+
+
+async def sink_pair(loop):
+    """(server protocol, client socket) on loopback."""
+    accepted = loop.create_future()
+
+    def factory():
+        proto = Sink()
+        accepted.set_result(proto)
+        return proto
+    server = await loop.create_server(factory, "127.0.0.1", 0)
+    client = socket.create_connection(server.sockets[0].getsockname())
+    client.setblocking(False)
+    proto = await accepted
+    return server, proto, client
+
+
+async def send_all(loop, sock, data, chunk=256 * 1024):
+    for pos in range(0, len(data), chunk):
+        await loop.sock_sendall(sock, data[pos:pos + chunk])
+
+
+def reading(proto):
+    return proto.transport.get_extra_info("reading")
+
+
+def test_large_reads_go_direct_and_small_ones_come_back_to_the_ring():
+    async def main():
+        loop = asyncio.get_running_loop()
+        server, proto, client = await sink_pair(loop)
+        big = payload(16 * MIB)
+        await send_all(loop, client, big)
+        while len(proto.data) < len(big):
+            await asyncio.sleep(0.005)
+        info = reading(proto)
+        assert info["mode"] == "direct"
+        assert info["direct_switches"] == 1
+        # all but what came before the switch (and while it took effect)
+        # was received without a copy of the loop's own
+        assert info["direct_bytes"] >= len(big) - 4 * MIB, info
+        small = []
+        for i in range(40):
+            msg = b"<%d>" % i
+            small.append(msg)
+            await loop.sock_sendall(client, msg)
+            await asyncio.sleep(0.002)
+        expect = big + b"".join(small)
+        while len(proto.data) < len(expect):
+            await asyncio.sleep(0.005)
+        assert bytes(proto.data) == expect
+        assert reading(proto)["mode"] == "ring"
+        client.close()
+        await proto.lost
+        server.close()
+        await server.wait_closed()
+    uringloop.run(asyncio.wait_for(main(), 60))
+
+
+def test_pause_in_direct_reads_leaves_the_data_in_the_socket():
+    """While paused, nothing is read: the peer is throttled by TCP, as with
+    the stdlib loop, and resume hands over everything in order."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        server, proto, client = await sink_pair(loop)
+        first = payload(8 * MIB, seed=3)
+        await send_all(loop, client, first)
+        while len(proto.data) < len(first):
+            await asyncio.sleep(0.005)
+        assert reading(proto)["mode"] == "direct"
+        proto.transport.pause_reading()
+        rest = payload(64 * MIB, seed=5)
+        sending = loop.create_task(send_all(loop, client, rest))
+        await asyncio.sleep(0.3)
+        assert len(proto.data) == len(first)        # nothing read while paused
+        assert not sending.done()                   # the peer is held back by TCP
+        proto.transport.resume_reading()
+        await asyncio.wait_for(sending, 30)
+        while len(proto.data) < len(first) + len(rest):
+            await asyncio.sleep(0.005)
+        assert bytes(proto.data) == first + rest
+        client.close()
+        await proto.lost
+        server.close()
+        await server.wait_closed()
+    uringloop.run(asyncio.wait_for(main(), 60))
+
+
+@pytest.mark.parametrize("end", ["eof", "reset"])
+def test_end_of_a_large_transfer_as_on_the_stdlib_loop(any_loop, end):
+    loop = any_loop
+
+    async def main():
+        server, proto, client = await sink_pair(loop)
+        big = payload(12 * MIB, seed=11)
+        await send_all(loop, client, big)
+        if end == "eof":
+            client.shutdown(socket.SHUT_WR)
+            while len(proto.data) < len(big):
+                await asyncio.sleep(0.005)
+            await asyncio.wait_for(proto.lost, 10)
+            assert bytes(proto.data) == big
+        else:
+            while len(proto.data) < len(big) // 2:
+                await asyncio.sleep(0.005)
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+            client.close()
+            await asyncio.wait_for(proto.lost, 10)
+        if end == "eof":
+            client.close()
+        server.close()
+        await server.wait_closed()
+        return proto.events
+    events = loop.run_until_complete(main())
+    if end == "eof":
+        assert events == ["made", ("eof", 12 * MIB), ("lost", None)]
+    else:
+        assert events[0] == "made" and events[-1] == ("lost", "ConnectionResetError")
+
+
+def test_large_reads_into_a_stream_reader_are_byte_exact():
+    """asyncio streams (a StreamReader pauses its transport above its limit
+    and resumes it as the application reads) over direct reads."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        got = loop.create_future()
+
+        async def handle(reader, writer):
+            data = bytearray()
+            while chunk := await reader.read(100_000):
+                data += chunk
+                await asyncio.sleep(0)
+            got.set_result(bytes(data))
+            writer.close()
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, limit=64 * 1024)
+        reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname())
+        big = payload(32 * MIB, seed=13)
+        for pos in range(0, len(big), MIB):
+            writer.write(big[pos:pos + MIB])
+            await writer.drain()
+        writer.write_eof()
+        assert await asyncio.wait_for(got, 30) == big
+        writer.close()
+        server.close()
+        await server.wait_closed()
+    uringloop.run(asyncio.wait_for(main(), 60))
