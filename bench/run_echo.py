@@ -1,12 +1,16 @@
 """Echo benchmark in the vmbench manner: each loop serves the same echo
 server (protocol, streams, sock_* styles) pinned to CPU 0 while a C client
-pinned to CPU 1 drives 10 connections with 1, 10 and 100 KiB messages and
-checks every byte.  Loops run interleaved, several rounds; the medians and
-the ratios to uringloop (medians of the per-round ratios) go to
-bench/results/echo-<date>.json and .md.
+pinned to CPU 1 drives 10 (--conns) connections with 1, 10 and 100 KiB
+messages and checks every byte.  Loops run interleaved, several rounds; the
+medians and the ratios to uringloop (medians of the per-round ratios) go to
+bench/results/echo-<date>.json and .md.  Server CPU per request is given as
+total (user + system) and user alone: on loopback most of it is the
+kernel's TCP work, and the loop's own cost shows in user time.
 
     python3 bench/run_echo.py                    # full run (~6 min)
     python3 bench/run_echo.py --quick            # one round, 2 s cells
+    python3 bench/run_echo.py --styles protocol --sizes 1024,102400 --conns 10,1000
+    python3 bench/run_echo.py --malloc shipped   # each loop's own malloc settings
 """
 import argparse
 import datetime
@@ -29,6 +33,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # comparison would measure malloc, not the loop.
 MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(16 << 20), "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
 SERVER_ENV = dict(os.environ, **MALLOC_ENV)
+# --malloc shipped: each loop as installed (uringloop tunes glibc's malloc
+# itself at import, the others run with glibc's defaults)
+SHIPPED_ENV = {k: v for k, v in os.environ.items() if k not in MALLOC_ENV}
 
 
 def paired_ratio(ours, theirs, metric):
@@ -62,9 +69,10 @@ def build_client():
 
 
 def cpu_seconds(pid):
+    """(utime + stime, utime) of a process, in seconds."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime + stime
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK, int(fields[11]) / CLK_TCK
 
 
 def wait_idle(limit=0.5, timeout=10):
@@ -85,11 +93,11 @@ def wait_idle(limit=0.5, timeout=10):
     # go on anyway; the run records that it was not idle
 
 
-def one_cell(client, loop, style, size, seconds, conns):
+def one_cell(client, loop, style, size, seconds, conns, env=SERVER_ENV):
     server = subprocess.Popen(
         ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "echo_server.py"),
          "--loop", loop, "--style", style],
-        stdout=subprocess.PIPE, text=True, env=SERVER_ENV)
+        stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = server.stdout.readline()
         port = int(line.split()[1])
@@ -110,7 +118,8 @@ def one_cell(client, loop, style, size, seconds, conns):
     cell = {
         "req_s": result["requests"] / result["seconds"],
         "mb_s": result["bytes"] / result["seconds"] / 1e6,
-        "cpu_us_per_req": (cpu1 - cpu0) / n * 1e6,
+        "cpu_us_per_req": (cpu1[0] - cpu0[0]) / n * 1e6,
+        "user_us_per_req": (cpu1[1] - cpu0[1]) / n * 1e6,
         "errors": result["errors"],
     }
     if stats:
@@ -126,6 +135,10 @@ def main():
     parser.add_argument("--loops", default=",".join(LOOPS))
     parser.add_argument("--styles", default="protocol,streams,sock")
     parser.add_argument("--sizes", default="1024,10240,102400")
+    parser.add_argument("--conns", default="10", help="connections per cell, a list")
+    parser.add_argument("--malloc", choices=["equal", "shipped"], default="equal",
+                        help="equal: every server with uringloop's malloc settings "
+                             "(default); shipped: each loop as installed")
     parser.add_argument("--render", metavar="JSON", help="print the table of a saved run")
     args = parser.parse_args()
     if args.render:
@@ -138,17 +151,21 @@ def main():
     loops = args.loops.split(",")
     client = build_client()
     runs = {}
-    for style in args.styles.split(","):
-        for size in map(int, args.sizes.split(",")):
-            for rnd in range(args.rounds):
-                for loop in loops:      # interleaved: A B C D A B C D ...
-                    wait_idle()
-                    cell = one_cell(client, loop, style, size, args.seconds, 10)
-                    runs.setdefault(f"{style}/{size}", {}).setdefault(loop, []).append(cell)
-                    print(f"{style:8s} {size:6d} {loop:9s} {cell['req_s']:9.0f} req/s "
-                          f"{cell['cpu_us_per_req']:6.2f} us cpu/req"
-                          + (f" {cell['enter_per_req']:.3f} enter/req" if 'enter_per_req' in cell else ""),
-                          flush=True)
+    env = SERVER_ENV if args.malloc == "equal" else SHIPPED_ENV
+    cells = [(style, size, conns) for style in args.styles.split(",")
+             for size in map(int, args.sizes.split(","))
+             for conns in map(int, args.conns.split(","))]
+    for style, size, conns in cells:
+        key = f"{style}/{size}" if conns == 10 else f"{style}/{size}/x{conns}"
+        for rnd in range(args.rounds):
+            for loop in loops:      # interleaved: A B C D A B C D ...
+                wait_idle()
+                cell = one_cell(client, loop, style, size, args.seconds, conns, env)
+                runs.setdefault(key, {}).setdefault(loop, []).append(cell)
+                print(f"{key:22s} {loop:9s} {cell['req_s']:9.0f} req/s "
+                      f"{cell['cpu_us_per_req']:6.2f} / {cell['user_us_per_req']:5.2f} us cpu/user per req"
+                      + (f" {cell['enter_per_req']:.3f} enter/req" if 'enter_per_req' in cell else ""),
+                      flush=True)
     summary = {}
     for key, per_loop in runs.items():
         summary[key] = {}
@@ -160,7 +177,7 @@ def main():
 
 def render(runs, summary):
     """The markdown table of one run (also: --render FILE.json)."""
-    lines = ["| cell | loop | req/s | MB/s | server CPU us/req | uringloop req/s ratio | uringloop CPU/req ratio | enter/req |",
+    lines = ["| cell | loop | req/s | MB/s | server CPU us/req total / user | uringloop req/s ratio | uringloop CPU/req ratio | enter/req |",
              "|---|---|---|---|---|---|---|---|"]
     for key, per_loop in summary.items():
         u = runs[key].get("uringloop")
@@ -170,8 +187,9 @@ def render(runs, summary):
                 ratio = f"{paired_ratio(u, runs[key][loop], 'req_s'):.2f}x"
                 cratio = f"{paired_ratio(u, runs[key][loop], 'cpu_us_per_req'):.2f}x"
             enter = f"{m['enter_per_req']:.3f}" if "enter_per_req" in m else ""
+            user = f" / {m['user_us_per_req']:.2f}" if "user_us_per_req" in m else ""
             lines.append(f"| {key} | {loop} | {m['req_s']:.0f} | {m['mb_s']:.1f} | "
-                         f"{m['cpu_us_per_req']:.2f} | {ratio} | {cratio} | {enter} |")
+                         f"{m['cpu_us_per_req']:.2f}{user} | {ratio} | {cratio} | {enter} |")
     return "\n".join(lines)
 
 

@@ -44,7 +44,8 @@ def one_cell(app, loop, seconds, conns):
     total = int(re.search(r"(\d+) requests in", out).group(1))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    cell = {"req_s": rps, "cpu_us_per_req": (cpu1 - cpu0) / max(total, 1) * 1e6,
+    cell = {"req_s": rps, "cpu_us_per_req": (cpu1[0] - cpu0[0]) / max(total, 1) * 1e6,
+            "user_us_per_req": (cpu1[1] - cpu0[1]) / max(total, 1) * 1e6,
             "non_2xx": int(errors.group(1)) if errors else 0}
     if syscalls is not None:
         cell["syscalls_per_req"] = syscalls / max(total, 1)
