@@ -95,13 +95,16 @@ def prepare_anyio(workdir):
 UVICORN_VERSION = "0.54.0"
 UVICORN_TEST_DEPS = ["pytest>=9.1.1", "pytest-mock", "pytest-timeout", "trustme",
                      "cryptography", "httpx2", "a2wsgi", "wsproto", "h11", "httptools",
-                     "websockets", "python-dotenv", "pyyaml", "watchfiles", "anyio>=4"]
+                     "websockets", "python-dotenv", "pyyaml", "watchfiles", "anyio>=4", "uvloop"]
 UVICORN_BACKEND = '''@pytest.fixture
 def anyio_backend():
     import os
     if os.environ.get("URINGLOOP_SUITE_LOOP") == "uringloop":
         import uringloop
         return ("asyncio", {"loop_factory": uringloop.new_event_loop})
+    if os.environ.get("URINGLOOP_SUITE_LOOP") == "uvloop":
+        import uvloop
+        return ("asyncio", {"loop_factory": uvloop.new_event_loop})
     return "asyncio"'''
 
 
@@ -121,13 +124,20 @@ def anyio_backend() -> str:
             raise SystemExit("uvicorn's conftest changed: its anyio_backend fixture not found")
         with open(conftest, "w") as f:
             f.write(text.replace(old, UVICORN_BACKEND, 1))
+    elif '"uvloop"' not in text:
+        # a tree patched by an older version of this script
+        start = text.index("@pytest.fixture\ndef anyio_backend():")
+        end = text.index('return "asyncio"', start) + len('return "asyncio"')
+        with open(conftest, "w") as f:
+            f.write(text[:start] + UVICORN_BACKEND + text[end:])
     return python, tree
 
 
 def run_uvicorn(args):
     python, tree = prepare_uvicorn(args.workdir)
     summaries = {}
-    for loop in ("stdlib", "uringloop"):
+    loops = ("stdlib", "uvloop", "uringloop") if args.uvloop else ("stdlib", "uringloop")
+    for loop in loops:
         out = subprocess.run(
             # (-p no:asyncio: a pytest-asyncio seen through the system
             # packages would take over uvicorn's anyio-marked tests)
@@ -142,7 +152,7 @@ def run_uvicorn(args):
         failed = [l for l in lines if l.startswith(("FAILED", "ERROR"))]
         summaries[loop + " failures"] = failed
     print(f"\nuvicorn {UVICORN_VERSION} (logs: {args.workdir}/uvicorn-*.log)")
-    for loop in ("stdlib", "uringloop"):
+    for loop in loops:
         print(f"  {loop:10} {summaries[loop]}")
     ours = set(summaries["uringloop failures"]) - set(summaries["stdlib failures"])
     print(f"\nfailing on uringloop only ({len(ours)}):")
