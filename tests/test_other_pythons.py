@@ -27,6 +27,7 @@ def find_python(version):
     return shutil.which(f"python{version}")
 
 
+@pytest.mark.timeout(1500)     # a build and a test run of its own (subprocess limits below)
 @pytest.mark.parametrize("version", ["3.12", "3.13"])
 def test_the_loop_on_another_python(tmp_path, debug_build, version):
     python = find_python(version)

@@ -21,6 +21,7 @@ print(*uringloop.run(main(), strict=True))
 """
 
 
+@pytest.mark.timeout(1300)     # builds (subprocess limits below), not the loop
 def test_sdist_and_wheel_build_and_the_wheel_runs_in_a_fresh_venv(tmp_path):
     pytest.importorskip("build")
     dist = tmp_path / "dist"
