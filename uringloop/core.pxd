@@ -67,7 +67,7 @@ cdef class RingLoop:
     cdef int wait_and_reap(self, int64_t timeout_ns, unsigned held) except -1
     cdef int reap(self, unsigned limit=*) except -1
     cdef int reap_after_enter(self, unsigned held) except -1
-    cdef int dispatch_held_for_fd(self, int fd) except -1
+    cdef int dispatch_ahead(self, int fd) except -1
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1
     cdef double clock(self) except? -1.0
     cdef int ensure_enabled(self) except -1

@@ -221,6 +221,8 @@ cdef bint ring_sizes(unsigned *sq, unsigned *cq) except? False:
 
 # reap(): no limit on the completions dispatched
 cdef unsigned REAP_ALL = 0xffffffff
+# dispatch_ahead(): the stream sends rather than one socket's requests
+cdef int SENDS_AHEAD = -1
 cdef double MAXIMUM_TIMEOUT = 24 * 3600.0
 # How long close() waits for the kernel to give back in-flight requests.
 cdef double CLOSE_DRAIN_SECONDS = 5.0
@@ -564,9 +566,8 @@ cdef class RingLoop:
         selector loop runs the callbacks queued before its select() ahead
         of the I/O callbacks that select() reports, and so does this loop
         (aiohttp's test_concurrent_close_multiple_tasks depends on it).
-        Completed sends are dispatched at once all the same: the selector
-        loop sends inside write(), so its get_write_buffer_size() drops
-        right away (aiohttp's upload progress reads it)."""
+        Completed sends are dispatched at once all the same (dispatch_ahead;
+        aiohttp's upload progress reads get_write_buffer_size())."""
         cdef int ret
         cdef unsigned wait_nr = 0 if timeout_ns == 0 else 1
         if (timeout_ns == 0 and ul_sq_pending(&self.ring) == 0
@@ -587,27 +588,10 @@ cdef class RingLoop:
         return self.reap_after_enter(held)
 
     cdef int reap_after_enter(self, unsigned held) except -1:
-        cdef unsigned i, n
-        cdef io_uring_cqe *cqe
-        cdef list sends = None
         if not self._ready:
             return self.reap(REAP_ALL)
         self.reap(held)
-        n = ul_cq_ready(&self.ring)
-        for i in range(n):
-            cqe = ul_cq_at(&self.ring, i)
-            if cqe.user_data == 0:
-                continue
-            op = <Operation><PyObject *><uintptr_t>cqe.user_data
-            if type(op) is StreamSend or type(op) is ZcSend:
-                if sends is None:
-                    sends = []
-                sends.append((op, cqe.res, cqe.flags))
-                cqe.user_data = 0           # reap() skips it
-        if sends is not None:
-            for op, res, flags in sends:
-                self.dispatch(op, res, flags)
-        return 0
+        return self.dispatch_ahead(SENDS_AHEAD)
 
     cdef int reap(self, unsigned limit=REAP_ALL) except -1:
         """Dispatch up to `limit` completions, oldest first."""
@@ -626,14 +610,17 @@ cdef class RingLoop:
                 self.dispatch(<Operation><PyObject *><uintptr_t>user_data, res, flags)
         return 0
 
-    cdef int dispatch_held_for_fd(self, int fd) except -1:
-        """Dispatch now the completions already in the ring for socket
-        requests on fd, ahead of the others (which keep their order).  A
-        sock_recv*() or sock_accept() cancelled while its request's last
-        completion waits in the ring (held back by wait_and_reap) calls
-        this before its task goes on: what the kernel took from the socket
-        must reach the kept store before the task's next receive is armed,
-        or that receive could overtake it."""
+    cdef int dispatch_ahead(self, int fd) except -1:
+        """Dispatch now, ahead of the completions before them in the ring
+        (which keep their order), those of the socket requests on fd, or
+        with fd SENDS_AHEAD those of the stream sends.
+        - Sends: the selector loop sends inside write(), so its
+          get_write_buffer_size() drops at once; completions held for the
+          ready callbacks (wait_and_reap) must not hold a send's.
+        - A sock_recv*() or sock_accept() cancelled while its request's
+          last completion waits in the ring: what the kernel took from the
+          socket must reach the kept store before the task's next receive
+          is armed, or that receive could overtake it."""
         cdef unsigned i, n = ul_cq_ready(&self.ring)
         cdef io_uring_cqe *cqe
         cdef Operation op
@@ -643,11 +630,15 @@ cdef class RingLoop:
             if cqe.user_data == 0:
                 continue
             op = <Operation><PyObject *><uintptr_t>cqe.user_data
-            if isinstance(op, SocketOperation) and (<SocketOperation>op).fd == fd:
-                if found is None:
-                    found = []
-                found.append((op, cqe.res, cqe.flags))
-                cqe.user_data = 0           # reap() skips it
+            if fd == SENDS_AHEAD:
+                if type(op) is not StreamSend and type(op) is not ZcSend:
+                    continue
+            elif not isinstance(op, SocketOperation) or (<SocketOperation>op).fd != fd:
+                continue
+            if found is None:
+                found = []
+            found.append((op, cqe.res, cqe.flags))
+            cqe.user_data = 0           # reap() skips it
         if found is not None:
             # (collected first: a completion handler may reap, which moves
             # the ring's head under the loop above)

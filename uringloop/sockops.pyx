@@ -237,7 +237,7 @@ cdef int keep_cancelled_result(RingLoop loop, object sock, int fd, object fut,
     if not fut.done() or fut.cancelled():
         # its request may have completed in the ring meanwhile: what it
         # took is kept (in order) before this task's next receive
-        loop.dispatch_held_for_fd(fd)
+        loop.dispatch_ahead(fd)
         return 0
     if fut.exception() is not None:
         return 0

@@ -8,9 +8,9 @@ cdef class StreamTransport(BaseTransport):
     cdef list paused_data            # received while reading was paused
     cdef Py_ssize_t paused_bytes
     cdef StreamRecv recv_op
-    cdef bint recv_armed             # recv_op (or poll_op when recv_direct) in flight
-    cdef bint recv_direct            # large reads: readiness + recv(2) into bytes
-    cdef bint direct_wanted          # ...from the next arming on
+    cdef bint recv_armed             # recv_op (or poll_op, direct reads) in flight
+    cdef bint direct_wanted          # large reads: readiness + recv(2) into bytes,
+                                     # from the next arming on
     cdef unsigned direct_small_reads # consecutive small reads in that mode
     cdef Py_ssize_t direct_bytes     # received by direct reads (no copy of ours)
     cdef Py_ssize_t direct_switches  # times it moved to direct reads

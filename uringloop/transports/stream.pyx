@@ -134,7 +134,7 @@ cdef class StreamRecv(Operation):
 @cython.final
 cdef class StreamPoll(Operation):
     """A connection's POLL for readability while it reads directly
-    (recv_direct).  Single-shot, armed again after each report: the kernel
+    (direct_wanted).  Single-shot, armed again after each report: the kernel
     checks readiness when it is armed, so data left in the socket (reads
     paused, or more than one report's worth) is reported at the next
     enter.  A multishot POLL, which reports wakeups, missed the FIN of a
@@ -200,7 +200,6 @@ cdef class StreamTransport(BaseTransport):
         elif self.direct_wanted:
             sqe = self.loop.sqe_for(self.poll_op)
             ul_prep_poll_add(sqe, self.fd, POLLIN)
-            self.recv_direct = True
             self.recv_armed = True
             self.op_started()
             return 0
@@ -208,7 +207,6 @@ cdef class StreamTransport(BaseTransport):
             self.loop.ensure_recv_buffers()
             sqe = self.loop.sqe_for(op)
             ul_prep_recv_multishot(sqe, self.fd, RECV_BUFFER_GROUP, 0)
-        self.recv_direct = False
         self.recv_armed = True
         self.op_started()
         return 0
@@ -217,7 +215,7 @@ cdef class StreamTransport(BaseTransport):
         if self.recv_armed:
             if self.zc_rx:
                 self.zcrx.disarm(self)
-            elif self.recv_direct:
+            elif self.poll_op.in_flight:
                 self.loop.cancel_op(self.poll_op)
             else:
                 self.loop.cancel_op(self.recv_op)
@@ -424,7 +422,7 @@ cdef class StreamTransport(BaseTransport):
         # Pauses are mostly short (a StreamReader above its limit for one
         # read()), and a cancel plus re-arm costs two requests each time.
         if (self.paused_bytes >= PAUSED_BYTES_LIMIT or self.buffered_protocol or self.zc_rx
-                or self.recv_direct):
+                or self.direct_wanted):
             # (a BufferedProtocol's RECV writes into the protocol's own
             # memory, and a RECV_ZC's pieces take room in the shared area:
             # cancel it now; direct reads simply stop, the data waits in
