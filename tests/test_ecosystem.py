@@ -78,6 +78,42 @@ def test_gunicorn_two_uringloop_workers_both_serve(server_process):
     assert len(pids) == 2, f"only workers {pids} answered"
 
 
+@pytest.mark.parametrize("worker", ["uringloop.gunicorn.UringWebWorker",
+                                    "aiohttp.worker.GunicornWebWorker"],
+                         ids=["uringloop", "stdlib"])
+def test_gunicorn_a_blocked_worker_leaves_new_connections_to_the_other(server_process,
+                                                                      worker):
+    """One worker's loop is held (a handler that blocks); connections made
+    meanwhile, one after the other, are all served at once by the other
+    worker, as with the stdlib loop: a worker that is not running takes no
+    connection from the shared socket."""
+    pytest.importorskip("gunicorn")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    proc = server_process([sys.executable, "-m", "gunicorn", "aiohttp_app:make_app",
+                           "-k", worker, "-w", "2",
+                           "-b", f"127.0.0.1:{port}", "--graceful-timeout", "5",
+                           "--timeout", "60"])
+    wait_until_serving(proc, url)
+    for _ in range(3):              # let both workers take a connection first
+        get(url)
+    blocker = socket.create_connection(("127.0.0.1", port))
+    try:
+        blocker.sendall(b"GET /block?s=6 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        time.sleep(0.5)             # one worker is now inside time.sleep()
+        pids = []
+        for _ in range(12):
+            start = time.monotonic()
+            pid, _loop = get(url, timeout=4).split()
+            pids.append((pid, round(time.monotonic() - start, 2)))
+        assert len({pid for pid, _ in pids}) == 1, pids
+        assert max(t for _, t in pids) < 3, pids
+        blocked_pid = blocker.recv(4096).rsplit(b"\r\n\r\n", 1)[1].decode()
+        assert blocked_pid != pids[0][0]
+    finally:
+        blocker.close()
+
+
 def test_uvicorn_custom_loop_factory(server_process):
     pytest.importorskip("uvicorn")
     port = free_port()

@@ -129,6 +129,8 @@ cdef inline void drop_view(Py_buffer *view) noexcept:
 cdef extern from "<errno.h>" nogil:
     int EINTR, EAGAIN, ECANCELED, ETIME, EBUSY, EEXIST, EINVAL, ENOBUFS
     int EMFILE, ENFILE, ENOMEM, ENOSPC
+    int ECONNABORTED, EPROTO, EPERM, ENETDOWN, ENETUNREACH, EHOSTDOWN
+    int EHOSTUNREACH, ENOPROTOOPT, EOPNOTSUPP, ENONET
 
 cdef extern from "<sys/eventfd.h>" nogil:
     int eventfd(unsigned int initval, int flags)
@@ -980,7 +982,7 @@ cdef class RingLoop:
         op.ssl_handshake_timeout = ssl_handshake_timeout
         op.ssl_shutdown_timeout = ssl_shutdown_timeout
         op.active = True
-        op.depth = max(1, min(backlog, MAX_ACCEPT_DEPTH))
+        op.burst = max(1, min(backlog, ACCEPT_BURST))
         self.accepting[fd] = op
         kept = take_all_leftover(self, sock)
         if kept is not None:

@@ -1,6 +1,8 @@
-"""An aiohttp app for the gunicorn test: says which process and loop served."""
+"""An aiohttp app for the gunicorn tests: says which process and loop
+served; /block?s=N holds its worker's loop for N seconds (a busy worker)."""
 import asyncio
 import os
+import time
 
 from aiohttp import web
 
@@ -10,7 +12,13 @@ async def who(request):
     return web.Response(text=f"{os.getpid()} {type(loop).__module__}.{type(loop).__name__}")
 
 
+async def block(request):
+    time.sleep(float(request.query.get("s", "1")))      # the whole loop waits
+    return web.Response(text=f"{os.getpid()}")
+
+
 async def make_app():
     app = web.Application()
     app.router.add_get("/", who)
+    app.router.add_get("/block", block)
     return app

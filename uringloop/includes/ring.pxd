@@ -15,6 +15,7 @@ cdef extern from "<sys/socket.h>" nogil:
         void *msg_control
         size_t msg_controllen
         int msg_flags
+    int accept4(int fd, sockaddr *addr, socklen_t *addrlen, int flags)
 
 
 cdef extern from "<sys/uio.h>" nogil:

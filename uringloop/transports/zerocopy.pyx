@@ -31,9 +31,6 @@ cdef Py_ssize_t DEFAULT_ZC_THRESHOLD = 16 * 1024
 # less gains little from zero-copy anyway.
 cdef Py_ssize_t AUTO_WARMUP_BYTES = 256 * 1024
 
-cdef extern from "<errno.h>":
-    int EOPNOTSUPP
-
 
 class ZeroCopyResult(collections.namedtuple('ZeroCopyResult', 'nbytes zerocopy')):
     """What write_zerocopy()'s future resolves to: the bytes sent, and
