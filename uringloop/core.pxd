@@ -53,6 +53,7 @@ cdef class RingLoop:
     cdef object readers           # fd -> FdWatch
     cdef object writers           # fd -> FdWatch
     cdef object accepting         # fd -> ServerAccept
+    cdef list send_pool           # idle StreamSends (see stream.pyx, writing)
     cdef list zcrx_users          # ZeroCopyReceive bound to this loop's thread
     cdef object recv_leftover     # fd -> bytes received after a cancel
     cdef ul_buf_ring recv_buffers # provided buffers for multishot receives

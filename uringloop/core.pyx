@@ -447,6 +447,7 @@ cdef class RingLoop:
         self.readers = {}
         self.writers = {}
         self.accepting = {}
+        self.send_pool = []
         self.zcrx_users = []
         self.recv_leftover = {}
         self._transports = weakref.WeakValueDictionary()
@@ -653,19 +654,22 @@ cdef class RingLoop:
         taken in sqe_for is dropped at the last one (F_MORE clear)."""
         cdef bint final = (flags & IORING_CQE_F_MORE) == 0
         cdef bint entered = False
+        # (op.context may change inside complete(): a pooled StreamSend
+        # handed to another transport; the one entered is the one left)
+        cdef object context = op.context
         if final:
             op.in_flight = False
             op.cancel_requested = False
             self.ops_in_flight -= 1
         try:
             if not self.draining:
-                if op.context is not None:
+                if context is not None:
                     # protocol callbacks run in their transport's (or
                     # server's) context, as the stdlib's reader handles
                     # do (a context already entered -- a reap nested in
                     # its own callback -- is simply kept)
                     try:
-                        PyContext_Enter(op.context)
+                        PyContext_Enter(context)
                         entered = True
                     except RuntimeError:
                         pass
@@ -674,20 +678,20 @@ cdef class RingLoop:
                 op.drained(res, flags)
         except (SystemExit, KeyboardInterrupt):
             if entered:
-                PyContext_Exit(op.context)
+                PyContext_Exit(context)
             if final:
                 Py_DECREF(op)
             raise
         except BaseException as exc:
             if entered:
-                PyContext_Exit(op.context)
+                PyContext_Exit(context)
                 entered = False
             self.call_exception_handler({
                 'message': f'Exception in completion of {op!r}',
                 'exception': exc,
             })
         if entered:
-            PyContext_Exit(op.context)
+            PyContext_Exit(context)
         if final:
             Py_DECREF(op)    # the reference taken in sqe_for
         return 0
@@ -1353,6 +1357,7 @@ cdef class RingLoop:
         cdef io_uring_sqe *sqe
         cdef int ret
         cdef double deadline
+        self.send_pool.clear()     # (each refers to the loop)
         if not self.ring_open:
             return
         self.draining = True

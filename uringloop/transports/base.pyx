@@ -277,9 +277,10 @@ cdef bint _is_closed(object fileobj):
     return fileobj.fileno() == -1                 # sockets
 
 
-cdef dict socket_extra(object sock, object extra):
+cdef dict socket_extra(object sock, object extra, bint with_socket=True):
     cdef dict info = {} if extra is None else dict(extra)
-    info['socket'] = trsock.TransportSocket(sock)
+    if with_socket:
+        info['socket'] = trsock.TransportSocket(sock)
     try:
         info['sockname'] = sock.getsockname()
     except OSError:

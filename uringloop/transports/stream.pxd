@@ -5,7 +5,7 @@ cdef class StreamTransport(BaseTransport):
     cdef bint reading_paused
     cdef bint eof_seen               # the peer's FIN has arrived
     cdef bint eof_pending            # ...and waits for resume_reading
-    cdef list paused_data            # received while reading was paused
+    cdef list paused_data            # received while reading was paused, or None
     cdef Py_ssize_t paused_bytes
     cdef StreamRecv recv_op
     cdef bint recv_armed             # recv_op (or poll_op, direct reads) in flight
@@ -14,12 +14,13 @@ cdef class StreamTransport(BaseTransport):
     cdef unsigned direct_small_reads # consecutive small reads in that mode
     cdef Py_ssize_t direct_bytes     # received by direct reads (no copy of ours)
     cdef Py_ssize_t direct_switches  # times it moved to direct reads
-    cdef StreamPoll poll_op
+    cdef StreamPoll poll_op          # made at the first direct read
 
-    cdef object write_queue          # deque of bytes / ZeroCopyBuffer, oldest first
+    cdef object write_queue          # deque of bytes / ZeroCopyBuffer, oldest first;
+                                     # send_op's, None while nothing is queued
     cdef Py_ssize_t head_offset      # bytes of write_queue[0] already sent
     cdef bint eof_written            # write_eof() was called
-    cdef StreamSend send_op
+    cdef StreamSend send_op          # from the loop's pool while writing, or None
     cdef Operation zc_send_op        # the SEND_ZC in flight (until its first CQE)
     cdef bint send_armed
     cdef object empty_waiter         # future resolved when the queue drains
@@ -40,6 +41,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int read_direct(self) except -1
     cdef int received(self, object data, Py_ssize_t n) except -1
     cdef int received_eof(self) except -1
+    cdef int keep(self, object data, Py_ssize_t n) except -1
     cdef int zc_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_eof(self) except -1
@@ -47,6 +49,9 @@ cdef class StreamTransport(BaseTransport):
     cdef int submit_send_zc(self, object head) except -1
     cdef int zc_send_completed(self, int32_t res) except -1
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1
+    cdef int send_result(self, int32_t res, bint zerocopy) except -1
+    cdef int take_sender(self) except -1
+    cdef int give_back_sender(self) except -1
 
 
 cdef class StreamRecv(Operation):
@@ -63,5 +68,6 @@ cdef class StreamPoll(Operation):
 cdef class StreamSend(Operation):
     cdef StreamTransport transport
     cdef object held                 # the chunks the kernel is reading
+    cdef object queue                # the write queue of the transport it serves
     cdef msghdr msg
     cdef iovec iov[64]

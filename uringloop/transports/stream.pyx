@@ -26,9 +26,14 @@
 # caller may reuse them at once); when the send completes, everything queued
 # meanwhile leaves in one SENDMSG with an iovec per chunk.  This is the seam
 # where the zero-copy policy plugs in (submit_send picks the opcode).
+# The send request (StreamSend, with its iovec array: 1.2 KiB) and the
+# write queue (a deque: 0.7 KiB) are the loop's, lent to a transport from
+# the first write() until its queue is empty and no send is in flight: an
+# idle connection holds neither (bench/memory.py, idle KiB per connection).
 
 cdef Py_ssize_t DEFAULT_HIGH_WATER = 64 * 1024
 cdef int MAX_IOV = 64
+cdef Py_ssize_t SEND_POOL_MAX = 256   # idle StreamSends a loop keeps
 cdef unsigned short RECV_BUFFER_GROUP = 1
 cdef unsigned RECV_BUFFER_COUNT = 64
 cdef unsigned RECV_BUFFER_SIZE = 256 * 1024
@@ -198,6 +203,11 @@ cdef class StreamTransport(BaseTransport):
             sqe = self.loop.sqe_for(op)
             ul_prep_recv(sqe, self.fd, op.view.buf, <size_t>op.view.len, 0)
         elif self.direct_wanted:
+            if self.poll_op is None:
+                self.poll_op = StreamPoll.__new__(StreamPoll)
+                self.poll_op.loop = self.loop
+                self.poll_op.transport = self
+                self.poll_op.context = self.context
             sqe = self.loop.sqe_for(self.poll_op)
             ul_prep_poll_add(sqe, self.fd, POLLIN)
             self.recv_armed = True
@@ -215,7 +225,7 @@ cdef class StreamTransport(BaseTransport):
         if self.recv_armed:
             if self.zc_rx:
                 self.zcrx.disarm(self)
-            elif self.poll_op.in_flight:
+            elif self.poll_op is not None and self.poll_op.in_flight:
                 self.loop.cancel_op(self.poll_op)
             else:
                 self.loop.cancel_op(self.recv_op)
@@ -274,13 +284,21 @@ cdef class StreamTransport(BaseTransport):
         is paused or kept data waits to be handed over (order)."""
         self.bytes_received += n
         if self.reading_paused or self.paused_data:
-            self.paused_data.append(data)
-            self.paused_bytes += n
+            self.keep(data, n)
             if (self.reading_paused and self.recv_armed
                     and self.paused_bytes >= PAUSED_BYTES_LIMIT):
                 self.stop_reading()
             return 0
         return self.deliver(data)
+
+    cdef int keep(self, object data, Py_ssize_t n) except -1:
+        """Hold data received while reading is paused (made when needed:
+        most connections never pause)."""
+        if self.paused_data is None:
+            self.paused_data = []
+        self.paused_data.append(data)
+        self.paused_bytes += n
+        return 0
 
     cdef int received_eof(self) except -1:
         self.eof_seen = True
@@ -333,8 +351,7 @@ cdef class StreamTransport(BaseTransport):
         if self.conn_lost:
             piece.give_back()
         elif self.reading_paused or self.paused_data:
-            self.paused_data.append(piece)      # its RECV_ZC is being cancelled
-            self.paused_bytes += piece.length
+            self.keep(piece, piece.length)      # its RECV_ZC is being cancelled
         else:
             self.deliver_piece(piece)
         return 0
@@ -481,6 +498,8 @@ cdef class StreamTransport(BaseTransport):
                 logger.warning('socket.send() raised exception.')
             self.conn_lost += 1
             return
+        if self.send_op is None:
+            self.take_sender()
         self.write_queue.append(data)
         self.write_buffer_size += len(<bytes>data)
         if not self.send_armed:
@@ -565,13 +584,51 @@ cdef class StreamTransport(BaseTransport):
             self.op_finished()
             if self.write_queue and not self.conn_lost:
                 self.submit_send()
+            else:
+                self.give_back_sender()
             return 0
         if res > 0:
             self.zc.zc_sends += 1
             self.zc.zc_bytes += res
         return self.send_completed(res, True)
 
+    cdef int take_sender(self) except -1:
+        """Borrow a StreamSend and its (empty) queue from the loop."""
+        cdef StreamSend op
+        pool = self.loop.send_pool
+        if pool:
+            op = pool.pop()
+        else:
+            op = StreamSend.__new__(StreamSend)
+            op.loop = self.loop
+            op.queue = collections.deque()
+        op.transport = self
+        op.context = self.context
+        self.send_op = op
+        self.write_queue = op.queue
+        return 0
+
+    cdef int give_back_sender(self) except -1:
+        """Return the StreamSend once nothing is queued or in flight."""
+        cdef StreamSend op = self.send_op
+        if op is None or self.send_armed or op.in_flight or self.write_queue:
+            return 0
+        self.send_op = None
+        self.write_queue = None
+        op.transport = None
+        op.context = None
+        op.held = None
+        if len(self.loop.send_pool) < SEND_POOL_MAX:
+            self.loop.send_pool.append(op)
+        return 0
+
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1:
+        try:
+            return self.send_result(res, zerocopy)
+        finally:
+            self.give_back_sender()
+
+    cdef int send_result(self, int32_t res, bint zerocopy) except -1:
         cdef Py_ssize_t left
         self.send_armed = False
         self.op_finished()
@@ -642,6 +699,8 @@ cdef class StreamTransport(BaseTransport):
             else:
                 zb.finish_if_released()
             return fut
+        if self.send_op is None:
+            self.take_sender()
         self.write_queue.append(zb)
         self.write_buffer_size += zb.view.len
         if not self.send_armed:
@@ -669,6 +728,9 @@ cdef class StreamTransport(BaseTransport):
             stats['connection_zerocopy_bytes'] = self.zc_received_bytes
             stats['copied_bytes'] = self.bytes_received    # received ordinarily
             return stats
+        if name == 'socket' and 'socket' not in self.extra:
+            # made at the first request: few ask, every connection would pay
+            self.extra['socket'] = UringTransportSocket(self.sock, self.zc)
         return self.extra.get(name, default)
 
     def write_eof(self):
@@ -717,6 +779,8 @@ cdef class StreamTransport(BaseTransport):
             self.head_offset = 0
         if self.send_armed:
             self.loop.cancel_op(self.send_op if self.zc_send_op is None else self.zc_send_op)
+        else:
+            self.give_back_sender()
         if self.zc.notifs_pending and self.sock is not None and self.sock.fileno() >= 0:
             # Zero-copy data still in the socket's send queue holds the
             # caller's pages until the peer has acknowledged it, which a
@@ -734,10 +798,11 @@ cdef class StreamTransport(BaseTransport):
         return 0
 
     def _call_connection_lost(self, exc):
-        for data in self.paused_data:
-            if type(data) is ZeroCopyPiece:
-                (<ZeroCopyPiece>data).give_back()
-        self.paused_data.clear()
+        if self.paused_data:
+            for data in self.paused_data:
+                if type(data) is ZeroCopyPiece:
+                    (<ZeroCopyPiece>data).give_back()
+            self.paused_data = None
         self.paused_bytes = 0
         BaseTransport._call_connection_lost(self, exc)
 
@@ -749,10 +814,8 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.loop = loop
     tr.sock = sock
     tr.fd = sock.fileno()
-    tr.extra = socket_extra(sock, extra)
+    tr.extra = socket_extra(sock, extra, False)     # 'socket': see get_extra_info
     tr.server = server
-    tr.paused_data = []
-    tr.write_queue = collections.deque()
     tr.set_limits(None, None)
     tr.set_protocol(protocol)
     tr.zc = new_policy(loop, sock, server_sock)
@@ -767,20 +830,11 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
     elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.extra):
         tr.zc.turn_off(LOCAL_PEER_REASON)
-    tr.extra['socket'] = UringTransportSocket(sock, tr.zc)
     tr.context = PyContext_CopyCurrent()
     tr.recv_op = StreamRecv.__new__(StreamRecv)
     tr.recv_op.loop = loop
     tr.recv_op.transport = tr
     tr.recv_op.context = tr.context
-    tr.poll_op = StreamPoll.__new__(StreamPoll)
-    tr.poll_op.loop = loop
-    tr.poll_op.transport = tr
-    tr.poll_op.context = tr.context
-    tr.send_op = StreamSend.__new__(StreamSend)
-    tr.send_op.loop = loop
-    tr.send_op.transport = tr
-    tr.send_op.context = tr.context
     base_events._set_nodelay(sock)
     tr._register()
     if server is not None:
@@ -792,8 +846,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     kept = take_all_leftover(loop, sock)
     if kept is not None and (<LeftOver>kept).data:
         # bytes a cancelled sock_recv*() took from this socket come first
-        tr.paused_data.append(bytes((<LeftOver>kept).data))
-        tr.paused_bytes += len((<LeftOver>kept).data)
+        tr.keep(bytes((<LeftOver>kept).data), len((<LeftOver>kept).data))
         loop.call_soon(tr._deliver_paused)
     else:
         loop.call_soon(tr._start_reading_cb)
