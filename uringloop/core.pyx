@@ -55,6 +55,7 @@ from cpython.dict cimport PyDict_GetItem
 from posix.stat cimport struct_stat, stat as c_stat, S_ISSOCK
 from posix.unistd cimport unlink as c_unlink
 from cpython.number cimport PyNumber_Index
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t, uintptr_t
 from libc.string cimport memcpy
 from libc.errno cimport errno

@@ -129,7 +129,7 @@ cdef class BaseTransport:
     def get_extra_info(self, name, default=None):
         """Information about the transport: 'socket' (a TransportSocket),
         'sockname', 'peername', and what its kind adds."""
-        return self.extra.get(name, default)
+        return default if self.extra is None else self.extra.get(name, default)
 
     def is_closing(self):
         return self.closing
@@ -215,7 +215,7 @@ cdef class BaseTransport:
     def _pipe(self):
         # the stdlib's pipe transports' name for the pipe object; setting it
         # to None (as CPython's tests do) detaches the transport from it
-        if 'pipe' not in self.extra or self.sock is None or _is_closed(self.sock):
+        if self.extra is None or 'pipe' not in self.extra or self.sock is None or _is_closed(self.sock):
             return None
         return self.sock
 

@@ -30,6 +30,8 @@ cdef class StreamTransport(BaseTransport):
     cdef uint64_t zc_token           # that RECV_ZC's user_data on zcrx's ring
     cdef bint zc_starved             # stopped until the area has room again
     cdef uint64_t zc_received_bytes
+    cdef object sockname, peername   # extra info kept apart from the dict
+    cdef object transport_socket     # extra info 'socket', once asked for
     cdef Py_ssize_t bytes_received   # received with ordinary RECV (copied)
 
     cdef int start_reading(self) except -1
@@ -56,9 +58,10 @@ cdef class StreamTransport(BaseTransport):
 
 cdef class StreamRecv(Operation):
     cdef StreamTransport transport
-    cdef Py_buffer view              # a BufferedProtocol's buffer ...
-    cdef bint has_view
+    cdef Py_buffer *view             # a BufferedProtocol's buffer, or NULL ...
     cdef object view_protocol        # ... and the protocol it belongs to
+
+    cdef int hold(self, object buf) except -1
 
 
 cdef class StreamPoll(Operation):
@@ -70,4 +73,4 @@ cdef class StreamSend(Operation):
     cdef object held                 # the chunks the kernel is reading
     cdef object queue                # the write queue of the transport it serves
     cdef msghdr msg
-    cdef iovec iov[64]
+    cdef iovec *iov                  # MAX_IOV entries, allocated at the first SENDMSG

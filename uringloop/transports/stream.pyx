@@ -26,10 +26,10 @@
 # caller may reuse them at once); when the send completes, everything queued
 # meanwhile leaves in one SENDMSG with an iovec per chunk.  This is the seam
 # where the zero-copy policy plugs in (submit_send picks the opcode).
-# The send request (StreamSend, with its iovec array: 1.2 KiB) and the
-# write queue (a deque: 0.7 KiB) are the loop's, lent to a transport from
-# the first write() until its queue is empty and no send is in flight: an
-# idle connection holds neither (bench/memory.py, idle KiB per connection).
+# The send request (StreamSend; its 1 KiB iovec array is allocated at its
+# first SENDMSG) and the write queue (a deque: 0.7 KiB) are the loop's, lent
+# to a transport from the first write() until its queue is empty and no
+# send is in flight: an idle connection holds neither (bench/memory.py).
 
 cdef Py_ssize_t DEFAULT_HIGH_WATER = 64 * 1024
 cdef int MAX_IOV = 64
@@ -111,7 +111,7 @@ cdef class StreamRecv(Operation):
                 data = PyBytes_FromStringAndSize(
                     <char *>ul_buf_ring_addr(&self.loop.recv_buffers, bid), res)
             ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
-        if self.has_view:
+        if self.view != NULL:
             if res > 0:
                 if self.view_protocol is tr.protocol:
                     direct = True       # the data is in the protocol's buffer
@@ -119,21 +119,34 @@ cdef class StreamRecv(Operation):
                     # the protocol was replaced meanwhile (start_tls): the
                     # data belongs to the new one
                     data = PyBytes_FromStringAndSize(<char *>self.view.buf, res)
-            self.has_view = False
             self.view_protocol = None
-            drop_view(&self.view)
+            self.release()
         return tr.recv_completed(res, flags, data, direct)
 
+    cdef int hold(self, object buf) except -1:
+        """Export a BufferedProtocol's buffer for the RECV to write into
+        (its Py_buffer is allocated only then: most protocols never do)."""
+        cdef Py_buffer *view = <Py_buffer *>PyMem_Malloc(sizeof(Py_buffer))
+        if view == NULL:
+            raise MemoryError()
+        try:
+            hold_view(buf, view, PyBUF_WRITABLE)
+        except BaseException:
+            PyMem_Free(view)
+            raise
+        self.view = view
+        return 0
+
     cdef int release(self) except -1:
-        if self.has_view:
-            self.has_view = False
-            drop_view(&self.view)
+        cdef Py_buffer *view = self.view
+        if view != NULL:
+            self.view = NULL
+            drop_view(view)
+            PyMem_Free(view)
         return 0
 
     def __dealloc__(self):
-        if self.has_view:
-            self.has_view = False
-            drop_view(&self.view)
+        self.release()
 
 
 @cython.final
@@ -160,6 +173,9 @@ cdef class StreamSend(Operation):
     cdef int release(self) except -1:
         self.held = None
         return 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.iov)
 
 
 cdef class StreamTransport(BaseTransport):
@@ -188,8 +204,7 @@ cdef class StreamTransport(BaseTransport):
         if self.buffered_protocol:
             try:
                 buf = self.protocol.get_buffer(-1)
-                hold_view(buf, &op.view, PyBUF_WRITABLE)
-                op.has_view = True
+                op.hold(buf)
                 op.view_protocol = self.protocol
                 if op.view.len == 0:
                     raise RuntimeError('get_buffer() returned an empty buffer')
@@ -526,6 +541,12 @@ cdef class StreamTransport(BaseTransport):
         else:
             if n > MAX_IOV:
                 n = MAX_IOV
+            if op.iov == NULL:
+                # (most sends are of one chunk and need none: a connection
+                # with a send in flight costs 1 KiB less)
+                op.iov = <iovec *>PyMem_Malloc(MAX_IOV * sizeof(iovec))
+                if op.iov == NULL:
+                    raise MemoryError()
             held = []
             for i in range(n):
                 chunk = self.write_queue[i]
@@ -728,10 +749,18 @@ cdef class StreamTransport(BaseTransport):
             stats['connection_zerocopy_bytes'] = self.zc_received_bytes
             stats['copied_bytes'] = self.bytes_received    # received ordinarily
             return stats
-        if name == 'socket' and 'socket' not in self.extra:
+        if self.extra is not None and name in self.extra:
+            return self.extra[name]
+        if name == 'peername':
+            return self.peername
+        if name == 'sockname':
+            return self.sockname
+        if name == 'socket':
             # made at the first request: few ask, every connection would pay
-            self.extra['socket'] = UringTransportSocket(self.sock, self.zc)
-        return self.extra.get(name, default)
+            if self.transport_socket is None:
+                self.transport_socket = UringTransportSocket(self.sock, self.zc)
+            return self.transport_socket
+        return default
 
     def write_eof(self):
         """Shut down the sending side once the queued data is sent."""
@@ -814,7 +843,12 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.loop = loop
     tr.sock = sock
     tr.fd = sock.fileno()
-    tr.extra = socket_extra(sock, extra, False)     # 'socket': see get_extra_info
+    # sockname and peername in fields, the rest (rarely any) in a dict, and
+    # 'socket' made when asked for: see get_extra_info
+    info = socket_extra(sock, extra, False)
+    tr.sockname = info.pop('sockname')
+    tr.peername = info.pop('peername')
+    tr.extra = info or None
     tr.server = server
     tr.set_limits(None, None)
     tr.set_protocol(protocol)
@@ -828,7 +862,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
         tr.zc.warmup_bytes = AUTO_WARMUP_BYTES
     if sock.family == socket.AF_UNIX:
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
-    elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.extra):
+    elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.peername, tr.sockname):
         tr.zc.turn_off(LOCAL_PEER_REASON)
     tr.context = PyContext_CopyCurrent()
     tr.recv_op = StreamRecv.__new__(StreamRecv)

@@ -135,14 +135,12 @@ LOCAL_PEER_REASON = ('the peer is on this host (loopback or an address of '
                      'this socket): the kernel copies for local delivery')
 
 
-cdef bint is_local_peer(dict extra):
+cdef bint is_local_peer(object peer, object local):
     """A TCP/UDP peer on this host: a loopback address, or the socket's own
     address.  The kernel copies zero-copy data delivered locally, and with a
     small receive buffer the peer even drops the page-sized segments and TCP
     stalls in retransmissions -- measured: 16 KiB SEND_ZC writes to a local
     peer with SO_RCVBUF 4 KiB took ~1.5 s each."""
-    peer = extra.get('peername')
-    local = extra.get('sockname')
     if not isinstance(peer, tuple) or not isinstance(local, tuple):
         return False
     try:
