@@ -486,3 +486,60 @@ def test_create_unix_server_replaces_a_stale_socket_without_os_stat(tmp_path, mo
         loop.run_until_complete(server.wait_closed())
     finally:
         loop.close()
+
+
+# ---- large writes leave inside write(), as with the selector loop -----------
+
+def test_a_large_write_to_a_reading_peer_is_sent_within_write(any_loop):
+    """aiohttp and others read get_write_buffer_size() right after write():
+    with room in the socket, a large write is already gone."""
+    loop = any_loop
+
+    async def main():
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        tr, _ = await loop.create_connection(asyncio.Protocol, sock=a)
+        sizes = []
+        for size in (40 * 1024, 100 * 1024):
+            tr.write(b"x" * size)
+            sizes.append(tr.get_write_buffer_size())
+            got = 0
+            while got < size:
+                got += len(await loop.sock_recv(b, size))
+        info = tr.get_extra_info("writing")
+        tr.close()
+        b.close()
+        await asyncio.sleep(0.01)
+        return sizes, info
+    sizes, info = loop.run_until_complete(main())
+    assert sizes == [0, 0]
+    if info is not None:                # uringloop's own introspection
+        assert info["direct_sends"] == 2
+
+
+def test_a_large_write_to_a_reset_peer_loses_the_connection_with_the_error(any_loop):
+    loop = any_loop
+    calls = _handler_calls(loop)
+
+    async def main():
+        lost = loop.create_future()
+
+        class P(asyncio.Protocol):
+            def connection_lost(self, exc):
+                lost.set_result(exc)
+
+        listener = socket.create_server(("127.0.0.1", 0))
+        client = socket.create_connection(listener.getsockname())
+        conn, _ = listener.accept()
+        listener.close()
+        tr, _ = await loop.create_connection(P, sock=conn)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+        client.close()                  # RST
+        await asyncio.sleep(0.05)
+        tr.write(b"y" * (100 * 1024))
+        tr.write(b"z" * (100 * 1024))   # after the error: counted, dropped
+        exc = await asyncio.wait_for(lost, 5)
+        return type(exc).__name__, tr.is_closing(), tr.get_write_buffer_size()
+    assert loop.run_until_complete(main()) in (
+        ("ConnectionResetError", True, 0), ("BrokenPipeError", True, 0))
+    assert calls == []

@@ -14,6 +14,7 @@ cdef class StreamTransport(BaseTransport):
     cdef unsigned direct_small_reads # consecutive small reads in that mode
     cdef Py_ssize_t direct_bytes     # received by direct reads (no copy of ours)
     cdef Py_ssize_t direct_switches  # times it moved to direct reads
+    cdef Py_ssize_t direct_sends     # writes sent whole by send(2) in write()
     cdef StreamPoll poll_op          # made at the first direct read
 
     cdef object write_queue          # deque of bytes / ZeroCopyBuffer, oldest first;

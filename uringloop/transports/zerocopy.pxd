@@ -13,6 +13,7 @@ cdef class ZeroCopyPolicy:
     cdef bint auto_bytes             # auto mode may send plain bytes with ZC
 
     cdef bint wants(self, object chunk, Py_ssize_t size)
+    cdef bint may_want(self, Py_ssize_t size)
     cdef bint absorb_error(self, int32_t res)
     cdef turn_off(self, str reason)
     cdef note_notification(self, int32_t res)

@@ -71,6 +71,16 @@ cdef class ZeroCopyPolicy:
         # once the connection is past its start (see AUTO_WARMUP_BYTES)
         return size >= self.threshold and self.plain_bytes >= self.warmup_bytes
 
+    cdef bint may_want(self, Py_ssize_t size):
+        """Whether wants() could say yes to a bytes chunk of this size (no
+        side effect): if not, write() may send it with send(2) at once."""
+        if self.off_reason is not None or self.mode == ZC_NEVER:
+            return False
+        if self.mode == ZC_ALWAYS:
+            return True
+        return (self.auto_bytes and size >= self.threshold
+                and self.plain_bytes >= self.warmup_bytes)
+
     cdef bint absorb_error(self, int32_t res):
         """True when a failed SEND_ZC/SENDMSG_ZC should be sent again
         ordinarily, without an error to the user: EOPNOTSUPP (no zero-copy
