@@ -81,6 +81,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--http", action="store_true", help="wrk cells instead of echo")
+    parser.add_argument("--cells", help="echo cells, e.g. protocol/1024,streams/1024")
     args = parser.parse_args()
     if args.http:
         cells = [("aiohttp", None), ("raw", None)]
@@ -89,11 +90,16 @@ def main():
         client = run_echo.build_client()
         cells = [("protocol", 1024), ("protocol", 10240), ("streams", 1024),
                  ("protocol", 102400)]
+        if args.cells:
+            cells = [(c.split("/")[0], int(c.split("/")[1])) for c in args.cells.split(",")]
         run = lambda tree, cell: echo_cell(client, tree, cell[0], cell[1], args.seconds, 10)
     results = {}
-    for _ in range(args.rounds):
+    trees = [("before", args.before), ("after", args.after)]
+    for rnd in range(args.rounds):
         for cell in cells:
-            for name, tree in (("before", args.before), ("after", args.after)):
+            # which build goes first alternates, so that neither always
+            # runs on a machine just warmed (or disturbed) by the other
+            for name, tree in (trees if rnd % 2 == 0 else trees[::-1]):
                 run_echo.wait_idle()
                 results.setdefault((cell, name), []).append(run(tree, cell))
     print("| cell | req/s after/before | user us/req before -> after | total us/req before -> after |")
