@@ -56,6 +56,28 @@ def any_loop(request):
 
 
 @pytest.fixture(autouse=True)
+def no_unexpected_loop_errors(monkeypatch, request):
+    """An error a uringloop Loop reports through its default exception
+    handler (an exception raised in a completion handler, a callback or a
+    protocol; a transport's fatal error) fails the test, unless the test is
+    marked `loop_errors_expected` -- otherwise a broken completion handler
+    is only a log line and every test passes (issue #18).  Tests that set
+    their own handler see the calls themselves."""
+    seen = []
+    original = uringloop.Loop.default_exception_handler
+
+    def recording(self, context):
+        seen.append((context.get("message"), repr(context.get("exception"))))
+        return original(self, context)
+
+    monkeypatch.setattr(uringloop.Loop, "default_exception_handler", recording)
+    yield
+    gc.collect()        # a task of this test destroyed pending says so now
+    if seen and request.node.get_closest_marker("loop_errors_expected") is None:
+        pytest.fail(f"the loop reported unexpected errors: {seen}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
 def every_closed_loop_is_drained(monkeypatch, request):
     """After each test, every uringloop Loop the test made and closed has
     no io_uring request left in flight: close() got every buffer back from

@@ -323,3 +323,22 @@ def test_loop_refuses_a_forked_child(uloop):
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_loop_error_nobody_expected_fails_the_test():
+    """tests/conftest.py fails a test whose loop reported an error through
+    its default exception handler, unless the test says it expects one
+    (issue #18): run tests/helpers/inner_loop_errors.py and see."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run(
+        # (no:logging: captured log records would keep the failing loop alive,
+        # which the debug build counts as a leak)
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:logging",
+         "-rfE", os.path.join(here, "helpers", "inner_loop_errors.py")],
+        capture_output=True, text=True, timeout=120, cwd=os.path.dirname(here))
+    # (the failure comes at the test's teardown: pytest says ERROR)
+    assert out.returncode != 0, out.stdout[-3000:]
+    assert "2 passed, 1 error" in out.stdout, out.stdout[-3000:]
+    assert "ERROR tests/helpers/inner_loop_errors.py::test_unexpected" in out.stdout
+    assert "the loop reported unexpected errors" in out.stdout
+    assert "protocol.data_received() call failed" in out.stdout
