@@ -215,7 +215,8 @@ cdef class BaseTransport:
     def _pipe(self):
         # the stdlib's pipe transports' name for the pipe object; setting it
         # to None (as CPython's tests do) detaches the transport from it
-        if self.extra is None or 'pipe' not in self.extra or self.sock is None or _is_closed(self.sock):
+        if (self.extra is None or 'pipe' not in self.extra or self.sock is None
+                or _is_closed(self.sock)):
             return None
         return self.sock
 
@@ -277,17 +278,24 @@ cdef bint _is_closed(object fileobj):
     return fileobj.fileno() == -1                 # sockets
 
 
-cdef dict socket_extra(object sock, object extra, bint with_socket=True):
-    cdef dict info = {} if extra is None else dict(extra)
-    if with_socket:
-        info['socket'] = trsock.TransportSocket(sock)
+cdef tuple socket_names(object sock, object extra):
+    """(sockname, peername) of sock; a peername already in extra (the
+    accept path has it) is kept."""
     try:
-        info['sockname'] = sock.getsockname()
+        sockname = sock.getsockname()
     except OSError:
-        info['sockname'] = None
-    if 'peername' not in info:
-        try:
-            info['peername'] = sock.getpeername()
-        except socket.error:
-            info['peername'] = None
+        sockname = None
+    if extra is not None and 'peername' in extra:
+        return sockname, extra['peername']
+    try:
+        peername = sock.getpeername()
+    except socket.error:
+        peername = None
+    return sockname, peername
+
+
+cdef dict socket_extra(object sock, object extra):
+    cdef dict info = {} if extra is None else dict(extra)
+    info['socket'] = trsock.TransportSocket(sock)
+    info['sockname'], info['peername'] = socket_names(sock, extra)
     return info

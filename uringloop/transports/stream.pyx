@@ -59,10 +59,10 @@ cdef Py_ssize_t DIRECT_READ_SIZE = 256 * 1024
 cdef Py_ssize_t DIRECT_FROM = 32 * 1024
 cdef Py_ssize_t DIRECT_SMALL = 16 * 1024
 cdef unsigned DIRECT_BACK_AFTER = 16
+cdef int DIRECT_READS_PER_WAKEUP = 8
 # Direct sends (see above): write() of this many bytes or more, with
 # nothing queued, tries send(2) at once.
 cdef Py_ssize_t DIRECT_SEND_FROM = 32 * 1024
-cdef int DIRECT_READS_PER_WAKEUP = 8
 
 cdef extern from *:
     """
@@ -897,10 +897,10 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.fd = sock.fileno()
     # sockname and peername in fields, the rest (rarely any) in a dict, and
     # 'socket' made when asked for: see get_extra_info
-    info = socket_extra(sock, extra, False)
-    tr.sockname = info.pop('sockname')
-    tr.peername = info.pop('peername')
-    tr.extra = info or None
+    tr.sockname, tr.peername = socket_names(sock, extra)
+    if extra:
+        rest = {k: v for k, v in extra.items() if k != 'sockname' and k != 'peername'}
+        tr.extra = rest or None
     tr.server = server
     tr.set_limits(None, None)
     tr.set_protocol(protocol)
