@@ -2,9 +2,12 @@
  * byte.  Each of `conns` connections sends a `size`-byte message, waits
  * for all of it to come back, compares it, and repeats, for `seconds`.
  * Prints one JSON line: {"requests":..,"bytes":..,"seconds":..,"errors":..}
+ * Given the server's pid as well, it adds the server's CPU time (user and
+ * system clock ticks) spent inside the timed window: connecting, and filling
+ * the messages, happen before it, so accepts do not count as request work.
  *
  *     cc -O2 -o echo_client echo_client.c
- *     ./echo_client 127.0.0.1 25000 10 1024 5
+ *     ./echo_client 127.0.0.1 25000 10 1024 5 [server-pid]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -35,6 +38,25 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* utime and stime of a process, in clock ticks (fields 14 and 15 of
+ * /proc/PID/stat, counted after the command name's closing parenthesis) */
+static int cpu_ticks(int pid, unsigned long long *user, unsigned long long *sys)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                     user, sys) != 2)
+        return -1;
+    return 0;
+}
+
 static void new_message(struct conn *c, size_t size, unsigned id)
 {
     /* a different message every round: the first bytes carry the round */
@@ -47,14 +69,16 @@ static void new_message(struct conn *c, size_t size, unsigned id)
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s host port conns size seconds\n", argv[0]);
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: %s host port conns size seconds [server-pid]\n", argv[0]);
         return 2;
     }
     const char *host = argv[1];
     int port = atoi(argv[2]), nconn = atoi(argv[3]);
     size_t size = strtoul(argv[4], NULL, 10);
     double seconds = atof(argv[5]);
+    int server_pid = argc == 7 ? atoi(argv[6]) : 0;
+    unsigned long long user0 = 0, sys0 = 0, user1 = 0, sys1 = 0;
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
     inet_pton(AF_INET, host, &sin.sin_addr);
     int ep = epoll_create1(0);
@@ -81,6 +105,8 @@ int main(int argc, char **argv)
         epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
     }
 
+    if (server_pid)
+        cpu_ticks(server_pid, &user0, &sys0);
     double start = now(), deadline = start + seconds;
     struct epoll_event events[256];
     while (now() < deadline) {
@@ -125,8 +151,14 @@ int main(int argc, char **argv)
         }
     }
     double elapsed = now() - start;
-    printf("{\"requests\": %llu, \"bytes\": %llu, \"seconds\": %.4f, \"errors\": %llu}\n",
+    if (server_pid)
+        cpu_ticks(server_pid, &user1, &sys1);
+    printf("{\"requests\": %llu, \"bytes\": %llu, \"seconds\": %.4f, \"errors\": %llu",
            (unsigned long long)requests, (unsigned long long)(requests * size),
            elapsed, (unsigned long long)errors);
+    if (server_pid)
+        printf(", \"server_user_ticks\": %llu, \"server_sys_ticks\": %llu",
+               user1 - user0, sys1 - sys0);
+    printf("}\n");
     return errors ? 3 : 0;
 }

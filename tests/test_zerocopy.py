@@ -72,6 +72,38 @@ def test_auto_mode_starts_off_for_a_local_peer():
     run(main())
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1"])
+def test_auto_mode_knows_loopback_peers_on_both_ends(host):
+    # the accepted end too: its peer is parsed with inet_pton, not ipaddress
+    if host == "::1" and not socket.has_ipv6:
+        pytest.skip("no IPv6")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        accepted = loop.create_future()
+
+        class Keep(asyncio.Protocol):
+            def connection_made(self, transport):
+                accepted.set_result(transport)
+
+        try:
+            server = await loop.create_server(Keep, host, 0)
+        except OSError as exc:
+            pytest.skip(f"cannot listen on {host}: {exc}")
+        tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname()[:2])
+        theirs = await accepted
+        for end in (tr, theirs):
+            stats = end.get_extra_info("zerocopy")
+            assert stats["mode"] == "auto" and not stats["active"], end
+            assert "on this host" in stats["off_reason"]
+        tr.close()
+        theirs.close()
+        server.close()
+        await server.wait_closed()
+
+    run(main())
+
+
 def test_auto_mode_detects_loopback_copies_and_turns_itself_off():
     async def main():
         server, tr, sink = await connected_pair()

@@ -58,7 +58,9 @@ cdef class RingLoop:
     cdef object recv_leftover     # fd -> bytes received after a cancel
     cdef ul_buf_ring recv_buffers # provided buffers for multishot receives
     cdef bint recv_buffers_ready
-    cdef public object _transports   # fd -> transport (weak values)
+    cdef public dict _transports  # fd -> weakref to the transport using it
+    cdef int zc_default_mode      # URINGLOOP_ZC_MODE, read when the loop is made
+    cdef Py_ssize_t zc_default_threshold   # URINGLOOP_ZC_THRESHOLD
     cdef BufferPool buffer_pool   # registered buffers, made on first use
 
     cdef io_uring_sqe *sqe_for(self, Operation op) except NULL

@@ -52,12 +52,13 @@ from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBuffer_Fill
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.dict cimport PyDict_GetItem
+from cpython.weakref cimport PyWeakref_NewRef
 from posix.stat cimport struct_stat, stat as c_stat, S_ISSOCK
 from posix.unistd cimport unlink as c_unlink
 from cpython.number cimport PyNumber_Index
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t, uintptr_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memcmp
 from libc.errno cimport errno
 
 from .includes.ring cimport *
@@ -69,6 +70,7 @@ import errno as _errno
 import heapq
 import ipaddress
 import os
+import _socket
 import socket
 import struct
 import sys
@@ -451,7 +453,9 @@ cdef class RingLoop:
         self.send_pool = []
         self.zcrx_users = []
         self.recv_leftover = {}
-        self._transports = weakref.WeakValueDictionary()
+        self._transports = {}
+        self.zc_default_mode = _default_mode()
+        self.zc_default_threshold = _default_threshold()
         self.ops_in_flight = 0
         self.draining = False
         self.arm_wakeup()
@@ -869,7 +873,8 @@ cdef class RingLoop:
         return True
 
     def _ensure_fd_no_transport(self, fd):
-        transport = self._transports.get(fd)
+        ref = self._transports.get(fd)
+        transport = ref() if ref is not None else None
         if transport is not None and not transport.is_closing():
             raise RuntimeError(
                 f'File descriptor {fd!r} is used by transport {transport!r}')
@@ -981,6 +986,9 @@ cdef class RingLoop:
         op.context = PyContext_CopyCurrent()
         op.sock = sock
         op.fd = fd
+        op.family = socket_family(sock)
+        op.type = socket_type(sock)
+        op.proto = sock.proto
         op.protocol_factory = protocol_factory
         op.sslcontext = sslcontext
         op.server = server
@@ -994,7 +1002,7 @@ cdef class RingLoop:
             # connections a cancelled sock_accept() took from this socket
             # are served first
             for conn, address in (<LeftOver>kept).conns:
-                self._serve_accepted(op, conn)
+                serve_accepted(self, op, conn)
         op.arm()
 
     def _stop_serving(self, sock):
@@ -1005,38 +1013,6 @@ cdef class RingLoop:
             sock.close()
             return
         op.stop()
-
-    def _accepted(self, ServerAccept op, int fd):
-        try:
-            conn = op._accepted_conn(fd)
-        except OSError:
-            close(fd)
-            raise
-        self._serve_accepted(op, conn)
-
-    def _serve_accepted(self, ServerAccept op, conn):
-        try:
-            peername = conn.getpeername()
-        except OSError:
-            peername = None
-        extra = {'peername': peername}
-        if op.sslcontext is not None:
-            self.create_task(self._accept_connection2(
-                op.protocol_factory, conn, extra, op.sslcontext, op.server,
-                op.ssl_handshake_timeout, op.ssl_shutdown_timeout, listener=op.sock))
-            return
-        try:
-            protocol = op.protocol_factory()
-            new_stream_transport(self, conn, protocol, None, extra, op.server, op.sock)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            conn.close()
-            if self._debug:
-                self.call_exception_handler({
-                    'message': 'Error on transport creation for incoming connection',
-                    'exception': exc,
-                })
 
     async def _accept_connection2(self, protocol_factory, conn, extra,
                                   sslcontext=None, server=None,

@@ -16,6 +16,27 @@ cdef extern from "<sys/socket.h>" nogil:
         size_t msg_controllen
         int msg_flags
     int accept4(int fd, sockaddr *addr, socklen_t *addrlen, int flags)
+    int getsockname(int fd, sockaddr *addr, socklen_t *addrlen)
+    int setsockopt(int fd, int level, int optname, const void *optval, socklen_t optlen)
+    enum:
+        AF_UNIX
+        AF_INET
+        AF_INET6
+        SOCK_STREAM
+
+
+cdef extern from "<netinet/in.h>" nogil:
+    enum:
+        IPPROTO_TCP
+
+
+cdef extern from "<netinet/tcp.h>" nogil:
+    enum:
+        TCP_NODELAY
+
+
+cdef extern from "<arpa/inet.h>" nogil:
+    int inet_pton(int af, const char *src, void *dst)
 
 
 cdef extern from "<sys/uio.h>" nogil:

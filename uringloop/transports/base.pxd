@@ -23,6 +23,7 @@ cdef class BaseTransport:
     cdef Py_ssize_t low_water
     cdef bint protocol_paused
 
+    cdef int register(self) except -1
     cdef int op_started(self) except -1
     cdef int op_finished(self) except -1
     cdef int close_socket(self) except -1

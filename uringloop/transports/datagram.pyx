@@ -467,7 +467,7 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.recv_op.context = tr.context
     tr.recv_op.loop = loop
     tr.recv_op.transport = tr
-    tr._register()
+    tr.register()
     loop.call_soon(protocol.connection_made, tr)
     kept = take_all_leftover(loop, sock)
     if kept is not None and (<LeftOver>kept).datagrams:

@@ -315,7 +315,7 @@ cdef BaseTransport new_pipe_transport(RingLoop loop, object pipe, object protoco
     else:
         op.buf = PyBytes_FromStringAndSize(NULL, PIPE_MAX_READ)
         (<ReadPipeTransport>tr).read_op = op
-    tr._register()
+    tr.register()
     loop.call_soon(protocol.connection_made, tr)
     if writing:
         mode = os.fstat(fd).st_mode

@@ -890,39 +890,48 @@ cdef class StreamTransport(BaseTransport):
 
 cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object protocol,
                                           object waiter, object extra, object server,
-                                          object server_sock=None):
+                                          object server_sock=None, int family=-1,
+                                          int type=-1, tuple names=None):
+    """A transport for sock.  A server's accept path passes what it knows
+    already: the family and type of its listening socket, and the names
+    (sockname, peername); otherwise they are asked of the socket."""
     cdef StreamTransport tr = make_transport(StreamTransport)
+    if family < 0:
+        family = socket_family(sock)
+        type = socket_type(sock)
     tr.loop = loop
     tr.sock = sock
     tr.fd = sock.fileno()
     # sockname and peername in fields, the rest (rarely any) in a dict, and
     # 'socket' made when asked for: see get_extra_info
-    tr.sockname, tr.peername = socket_names(sock, extra)
+    tr.sockname, tr.peername = names if names is not None else socket_names(sock, extra)
     if extra:
         rest = {k: v for k, v in extra.items() if k != 'sockname' and k != 'peername'}
         tr.extra = rest or None
     tr.server = server
-    tr.set_limits(None, None)
+    tr.high_water = DEFAULT_HIGH_WATER
+    tr.low_water = DEFAULT_HIGH_WATER // 4
     tr.set_protocol(protocol)
     tr.zc = new_policy(loop, sock, server_sock)
-    if server_sock is not None and server_sock in _receive_settings:
+    if (server_sock is not None and _receive_settings.data
+            and server_sock in _receive_settings):
         tr.zcrx = _receive_settings[server_sock]
         tr.zcrx.register()          # once per server; a refusal only logs
         if tr.zcrx.serves(loop) and tr.zcrx.bind(loop):
             tr.zc_rx = True
-    if sock.type == socket.SOCK_STREAM:
+    if type == SOCK_STREAM:
         tr.zc.warmup_bytes = AUTO_WARMUP_BYTES
-    if sock.family == socket.AF_UNIX:
+    if family == AF_UNIX:
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
     elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.peername, tr.sockname):
-        tr.zc.turn_off(LOCAL_PEER_REASON)
+        tr.zc.turn_off(LOCAL_PEER_REASON, False)    # the usual case: not logged
     tr.context = PyContext_CopyCurrent()
     tr.recv_op = StreamRecv.__new__(StreamRecv)
     tr.recv_op.loop = loop
     tr.recv_op.transport = tr
     tr.recv_op.context = tr.context
-    base_events._set_nodelay(sock)
-    tr._register()
+    set_nodelay(sock, tr.fd, family, type)
+    tr.register()
     if server is not None:
         if SERVER_KNOWS_TRANSPORTS:
             server._attach(tr)

@@ -15,7 +15,7 @@ cdef class ZeroCopyPolicy:
     cdef bint wants(self, object chunk, Py_ssize_t size)
     cdef bint may_want(self, Py_ssize_t size)
     cdef bint absorb_error(self, int32_t res)
-    cdef turn_off(self, str reason)
+    cdef turn_off(self, str reason, bint log=*)
     cdef note_notification(self, int32_t res)
 
 
