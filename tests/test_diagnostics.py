@@ -1,0 +1,89 @@
+"""python -m uringloop: the report, its JSON and exit status, when io_uring
+is allowed and when a seccomp filter or the sysctl refuses it."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import pytest
+
+from test_fallback import SYSCTL, deny_io_uring  # noqa: F401  (fixture)
+
+
+def diagnose(*args, prefix=(), env=None):
+    full_env = dict(os.environ)
+    full_env.pop("URINGLOOP_STRICT", None)
+    full_env.update(env or {})
+    return subprocess.run([*prefix, sys.executable, "-m", "uringloop", *args],
+                          capture_output=True, text=True, env=full_env, timeout=60)
+
+
+def test_allowed_reports_usable_and_exits_0():
+    r = diagnose()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "io_uring: usable" in r.stdout
+    assert "SEND_ZC" in r.stdout and "RLIMIT_MEMLOCK" in r.stdout
+
+    r = diagnose("--json")
+    assert r.returncode == 0, r.stderr
+    facts = json.loads(r.stdout)
+    assert facts["usable"] is True and facts["verdict"] == "io_uring"
+    assert facts["kernel"] == os.uname().release
+    assert facts["opcodes"]["POLL_ADD"] is True
+    assert "DEFER_TASKRUN" in facts["setup_flags"]
+    assert facts["ring_entries"][0] >= 32
+
+
+def test_seccomp_refusal_exits_1_and_names_the_filter(deny_io_uring):  # noqa: F811
+    r = diagnose("--json", prefix=[deny_io_uring])
+    assert r.returncode == 1, r.stdout + r.stderr
+    facts = json.loads(r.stdout)
+    assert facts["usable"] is False and facts["verdict"] == "stdlib fallback"
+    assert facts["seccomp"] == "filter"
+    assert any("seccomp" in cause for cause in facts["causes"]), facts["causes"]
+
+    r = diagnose(prefix=[deny_io_uring], env={"URINGLOOP_STRICT": "1"})
+    assert r.returncode == 1
+    assert "NOT usable" in r.stdout and "raises RingUnavailableError" in r.stdout
+
+
+def test_sysctl_refusal_exits_1_and_names_the_sysctl():
+    if not SYSCTL.exists():
+        pytest.skip("kernel has no kernel.io_uring_disabled (older than 6.6)")
+    if os.geteuid() != 0 or not os.access(SYSCTL, os.W_OK):
+        pytest.skip("changing kernel.io_uring_disabled needs root")
+    old = SYSCTL.read_text().strip()
+    try:
+        SYSCTL.write_text("2")
+        r = diagnose()
+        rj = diagnose("--json")
+    finally:
+        SYSCTL.write_text(old)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "fall back to the stdlib loop" in r.stdout
+    assert "io_uring_disabled is 2" in r.stdout
+    facts = json.loads(rj.stdout)
+    assert rj.returncode == 1 and facts["io_uring_disabled"] == 2
+
+
+def test_tight_memlock_is_reported():
+    # a loop still works in 64 KiB (a smaller ring); the report says so.
+    # Root has CAP_IPC_LOCK, which lifts the limit: the child drops it.
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() == 0 and setpriv is None:
+        pytest.skip("setpriv (util-linux) needed to drop CAP_IPC_LOCK")
+    prefix = ([setpriv, "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock"]
+              if os.geteuid() == 0 else [])
+    code = ("import resource, sys, runpy; "
+            "resource.setrlimit(resource.RLIMIT_MEMLOCK, (65536, 65536)); "
+            "sys.argv = ['uringloop', '--json']; "
+            "sys.exit(runpy.run_module('uringloop', run_name='uringloop_report')['main']())")
+    r = subprocess.run(prefix + [sys.executable, "-c", code],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    facts = json.loads(r.stdout)
+    assert facts["memlock_limit"] == 65536
+    assert facts["capabilities"]["CAP_IPC_LOCK"] is False
+    assert facts["usable"] is True
+    assert facts["ring_entries"][0] < 2048       # the smaller ring
+    assert any("RLIMIT_MEMLOCK is 64 KiB" in cause for cause in facts["causes"]), facts
