@@ -2,9 +2,11 @@
 uvicorn's custom loop option, pytest-asyncio.  Real processes, real HTTP."""
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -112,6 +114,65 @@ def test_gunicorn_a_blocked_worker_leaves_new_connections_to_the_other(server_pr
         assert blocked_pid != pids[0][0]
     finally:
         blocker.close()
+
+
+def gunicorn_asgi(server_process, port, *extra):
+    pytest.importorskip("gunicorn")
+    pytest.importorskip("uvicorn")
+    return server_process([sys.executable, "-m", "gunicorn", "asgi_app:app",
+                           "-k", "uringloop.gunicorn.UringUvicornWorker", "-w", "2",
+                           "-b", f"127.0.0.1:{port}", "--graceful-timeout", "10", *extra])
+
+
+def answering_pids(url, want=2, tries=300):
+    pids = set()
+    for _ in range(tries):          # bounded: the kernel spreads the accepts
+        pid, loop = get(url).split()
+        assert loop == "uringloop.core.Loop"
+        pids.add(pid)
+        if len(pids) == want:
+            break
+    return pids
+
+
+def test_gunicorn_asgi_workers_both_serve_and_reload_on_sighup(server_process):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/pid"
+    proc = gunicorn_asgi(server_process, port)
+    wait_until_serving(proc, url)
+    before = answering_pids(url)
+    assert len(before) == 2, f"only workers {before} answered"
+    proc.send_signal(signal.SIGHUP)         # graceful reload: new workers
+    deadline = time.monotonic() + 30
+    after = set()
+    while time.monotonic() < deadline and len(after) < 2:
+        after |= answering_pids(url, tries=20) - before
+    assert len(after) == 2, f"after SIGHUP: {after}, before: {before}"
+
+
+def test_gunicorn_asgi_sigterm_finishes_requests_in_flight(server_process):
+    port = free_port()
+    proc = gunicorn_asgi(server_process, port)
+    wait_until_serving(proc, f"http://127.0.0.1:{port}/pid")
+    results = []
+
+    def slow_request():
+        try:
+            results.append(get(f"http://127.0.0.1:{port}/slow?s=2", timeout=15))
+        except OSError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=slow_request) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.7)                 # the requests are inside asyncio.sleep()
+    proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(20)
+    assert proc.wait(timeout=20) == 0, proc.stderr.read()[-2000:]
+    assert len(results) == 4
+    for body in results:
+        assert isinstance(body, str) and body.endswith("uringloop.core.Loop"), results
 
 
 def test_uvicorn_custom_loop_factory(server_process):

@@ -1,25 +1,76 @@
-"""Gunicorn worker for aiohttp applications on uringloop, as aiohttp's
-GunicornUVLoopWebWorker is for uvloop:
+"""Gunicorn workers on uringloop.
+
+For aiohttp applications, as aiohttp's GunicornUVLoopWebWorker is for uvloop:
 
     gunicorn app:make_app -k uringloop.gunicorn.UringWebWorker -w 2
 
+For ASGI applications (FastAPI, Starlette, ...), uvicorn's gunicorn worker
+with its loop made by uringloop:
+
+    gunicorn app:app -k uringloop.gunicorn.UringUvicornWorker -w 2
+
 Each worker process makes its own ring after the fork.  Where io_uring is
-refused the worker runs on the stdlib loop, with one warning (see
-uringloop.install).  Needs aiohttp and gunicorn.
+refused a worker runs on the stdlib loop, with one warning (see
+uringloop.run; URINGLOOP_STRICT=1 makes it an error).  The aiohttp worker
+needs aiohttp; the ASGI worker needs uvicorn, and takes its base class from
+the uvicorn-worker package when installed (uvicorn.workers, deprecated, when
+not).  Each class is made when first asked for, so one does not need the
+other's framework.
 """
 import asyncio
 
-from aiohttp.worker import GunicornWebWorker
-
 import uringloop
 
+__all__ = ("UringWebWorker", "UringUvicornWorker")
 
-class UringWebWorker(GunicornWebWorker):
-    def init_process(self) -> None:
-        # A loop inherited from the master must not be used after fork().
-        try:
-            asyncio.get_event_loop().close()
-        except RuntimeError:
-            pass
-        uringloop.install()
-        super().init_process()
+
+def _web_worker() -> type:
+    from aiohttp.worker import GunicornWebWorker
+
+    class UringWebWorker(GunicornWebWorker):
+        def init_process(self) -> None:
+            # A loop inherited from the master must not be used after fork().
+            try:
+                asyncio.get_event_loop().close()
+            except RuntimeError:
+                pass
+            uringloop.install()
+            super().init_process()
+
+    return UringWebWorker
+
+
+def _uvicorn_worker() -> type:
+    try:
+        # (no type information in uvicorn-worker)
+        from uvicorn_worker import UvicornWorker  # type: ignore[import-untyped, unused-ignore]
+    except ImportError:
+        import warnings
+        with warnings.catch_warnings():
+            # uvicorn.workers warns that it moved to uvicorn-worker
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from uvicorn.workers import UvicornWorker
+
+    class UringUvicornWorker(UvicornWorker):  # type: ignore[misc, unused-ignore]
+        # uvicorn sets up no loop of its own ("none"); run() makes ours
+        CONFIG_KWARGS = {"loop": "none", "http": "auto"}
+
+        def run(self) -> None:
+            factory = uringloop._loop_factory(uringloop._strict(None))
+            with asyncio.Runner(loop_factory=factory) as runner:
+                runner.run(self._serve())
+
+    return UringUvicornWorker
+
+
+_MAKERS = {"UringWebWorker": _web_worker, "UringUvicornWorker": _uvicorn_worker}
+
+
+def __getattr__(name: str) -> type:
+    maker = _MAKERS.get(name)
+    if maker is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    cls = maker()
+    cls.__module__ = __name__
+    globals()[name] = cls
+    return cls

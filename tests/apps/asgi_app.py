@@ -1,12 +1,23 @@
-"""A bare ASGI app for the uvicorn test: says which loop served."""
+"""A bare ASGI app for the uvicorn and gunicorn tests.
+
+    /          the class of the loop that served
+    /pid       "<pid> <loop class>"
+    /slow?s=N  the same as /pid, after N seconds of asyncio.sleep
+"""
 import asyncio
+import os
+from urllib.parse import parse_qs
 
 
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
     loop = asyncio.get_running_loop()
-    body = f"{type(loop).__module__}.{type(loop).__name__}".encode()
+    name = f"{type(loop).__module__}.{type(loop).__name__}"
+    if scope["path"] == "/slow":
+        seconds = float(parse_qs(scope["query_string"].decode()).get("s", ["1"])[0])
+        await asyncio.sleep(seconds)
+    body = name if scope["path"] == "/" else f"{os.getpid()} {name}"
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": body.encode()})
