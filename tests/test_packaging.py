@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import venv
+import zipfile
 
 import pytest
 
@@ -32,6 +33,10 @@ def test_sdist_and_wheel_build_and_the_wheel_runs_in_a_fresh_venv(tmp_path):
     assert any(n.endswith(".tar.gz") for n in names), names
     wheel = next(dist / n for n in names if n.endswith(".whl"))
     assert wheel.name.startswith("uringloop_asyncio-")
+    with zipfile.ZipFile(wheel) as zf:
+        files = set(zf.namelist())
+    # the types: the compiled module's stub and PEP 561's marker
+    assert {"uringloop/core.pyi", "uringloop/py.typed"} <= files, sorted(files)
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = str(env_dir / "bin" / "python")

@@ -14,19 +14,28 @@ import asyncio as _asyncio
 import os as _os
 import sys as _sys
 import warnings as _warnings
+from collections.abc import Callable as _Callable, Coroutine as _Coroutine
+from typing import Any as _Any, TypeVar as _TypeVar
 
 from .core import Loop, RegisteredBuffer, RingUnavailableError, ZeroCopyReceive, features
 from .core import (SOL_URINGLOOP, SO_ZEROCOPY, ZC_ALWAYS, ZC_AUTO, ZC_MODE,
-                   RefillQueue, zcrx_offset, zcrx_split,
+                   RefillQueue, ZeroCopyPiece, zcrx_offset, zcrx_split,
                    ZC_NEVER, ZC_THRESHOLD, ZeroCopyResult, set_zerocopy)
+# The classes uringloop's transports report (isinstance() holds), typed
+# with the zero-copy methods they add (see core.pyi).
+from .core import AsyncioStreamTransport as StreamTransport
+from .core import AsyncioDatagramTransport as DatagramTransport
 
 __all__ = ("run", "new_event_loop", "install", "EventLoopPolicy", "Loop",
            "RingUnavailableError", "features", "SOL_URINGLOOP", "SO_ZEROCOPY",
            "ZC_MODE", "ZC_THRESHOLD", "ZC_AUTO", "ZC_ALWAYS", "ZC_NEVER",
-           "ZeroCopyResult", "set_zerocopy", "RegisteredBuffer", "ZeroCopyReceive")
+           "ZeroCopyResult", "set_zerocopy", "RegisteredBuffer", "ZeroCopyReceive",
+           "ZeroCopyPiece", "RefillQueue", "zcrx_offset", "zcrx_split",
+           "StreamTransport", "DatagramTransport")
 __version__ = "0.1.0.dev0"
 
 _fallback_warned = False
+_T = _TypeVar("_T")
 
 
 def new_event_loop() -> Loop:
@@ -35,13 +44,13 @@ def new_event_loop() -> Loop:
     return Loop()
 
 
-def _strict(strict):
+def _strict(strict: bool | None) -> bool:
     if strict is None:
         return _os.environ.get("URINGLOOP_STRICT", "") not in ("", "0")
     return strict
 
 
-def _warn_fallback(exc):
+def _warn_fallback(exc: BaseException) -> None:
     global _fallback_warned
     if not _fallback_warned:
         _fallback_warned = True
@@ -50,13 +59,13 @@ def _warn_fallback(exc):
                        stacklevel=3)
 
 
-def _loop_factory(strict):
+def _loop_factory(strict: bool) -> _Callable[[], _asyncio.AbstractEventLoop]:
     """A loop factory for asyncio.Runner: a uringloop Loop, or -- when the
     ring cannot be made (a seccomp profile, io_uring_disabled, an old kernel,
     no locked memory left even for the smallest ring) and not strict -- the
     stdlib loop after one warning.  Decided by making the real Loop, not by
     features()' probe."""
-    def factory():
+    def factory() -> _asyncio.AbstractEventLoop:
         try:
             return Loop()
         except RingUnavailableError as exc:
@@ -67,7 +76,8 @@ def _loop_factory(strict):
     return factory
 
 
-def run(main, *, debug=None, strict=None):
+def run(main: _Coroutine[_Any, _Any, _T], *, debug: bool | None = None,
+        strict: bool | None = None) -> _T:
     """Run coroutine `main` on a new uringloop and return its result, like
     asyncio.run().  Falls back to the stdlib loop (one RuntimeWarning) when
     io_uring is refused; with strict=True (or URINGLOOP_STRICT=1) raises
@@ -88,7 +98,7 @@ class EventLoopPolicy(_DefaultPolicy):
     asyncio.Runner(loop_factory=uringloop.new_event_loop).  Making one on
     3.14+ warns with DeprecationWarning."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         if _sys.version_info >= (3, 14):
             _warnings.warn("uringloop.EventLoopPolicy is deprecated as asyncio's "
                            "policy system is (Python 3.14): use uringloop.run() or "
@@ -96,11 +106,11 @@ class EventLoopPolicy(_DefaultPolicy):
                            DeprecationWarning, stacklevel=2)
         super().__init__()
 
-    def _loop_factory(self):
+    def _loop_factory(self) -> Loop:
         return new_event_loop()
 
 
-def install(*, strict=None):
+def install(*, strict: bool | None = None) -> None:
     """Make uringloop the loop of asyncio's default policy.  When io_uring
     is refused, leaves the stdlib policy in place with one RuntimeWarning
     (or, strict, raises RingUnavailableError).

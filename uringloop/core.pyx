@@ -63,6 +63,16 @@ from libc.errno cimport errno
 
 from .includes.ring cimport *
 
+# The public names (uringloop/__init__.py re-exports them; core.pyi types
+# them); everything else here is the loop's own.
+__all__ = (
+    'Loop', 'RingUnavailableError', 'features', 'set_zerocopy', 'ZeroCopyResult',
+    'RegisteredBuffer', 'ZeroCopyReceive', 'ZeroCopyPiece', 'RefillQueue',
+    'zcrx_offset', 'zcrx_split', 'AsyncioStreamTransport', 'AsyncioDatagramTransport',
+    'SOL_URINGLOOP', 'SO_ZEROCOPY', 'ZC_MODE', 'ZC_THRESHOLD', 'ZC_AUTO',
+    'ZC_ALWAYS', 'ZC_NEVER',
+)
+
 import asyncio
 import collections
 import contextvars
