@@ -36,7 +36,8 @@ def main():
     axes[1].set_xticks(range(len(cells)))
     axes[1].set_xticklabels(cells, rotation=30, ha="right")
     axes[0].legend()
-    axes[0].set_title("echo server, 10 connections, C client (higher is better / lower is better)")
+    axes[0].set_title("echo server, C client; 10 connections, or 1000 where a cell says x1000 "
+                      "(req/s: higher is better; CPU: lower is better)")
     fig.tight_layout()
     out = path[:-5] + ".png"
     fig.savefig(out, dpi=100)

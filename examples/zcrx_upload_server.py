@@ -10,7 +10,7 @@ server runs on ordinary receives and says why; data_received takes over.
 
 Protocol: the client sends bytes and shuts down its side; the server
 answers with the SHA-256 of everything it received and closes.  Prepare the
-NIC first (README, "Zero-copy receive"): header/data split on and the
+NIC first (docs/zerocopy-receive.md): header/data split on and the
 port's flows steered to --queue.
 """
 import argparse

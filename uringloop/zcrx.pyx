@@ -242,7 +242,7 @@ cdef class ZeroCopyReceive:
         uringloop.set_zerocopy(listener, receive=zcrx)
         server = await loop.create_server(Protocol, sock=listener)
 
-    The NIC must be prepared (see README, "Zero-copy receive"): header/data
+    The NIC must be prepared (see docs/zerocopy-receive.md): header/data
     split on (ethtool -G eth0 tcp-data-split on hds-thresh 0) and a flow
     steering rule sending the port's flows to that queue.  When the kernel
     refuses the registration the server still serves with ordinary receives;

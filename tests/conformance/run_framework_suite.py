@@ -30,7 +30,7 @@ script in place of aiohttp.pytest_plugin: it re-exports that plugin and
 parametrises the `loop_factory` fixture with pyloop, uvloop and uringloop,
 so each loop-driven test runs once per loop in one run (pytest-xdist, -n 2).
 
-Not part of CI (see README for how long a run takes).
+Not part of CI (see docs/testing.md for how long a run takes).
 """
 import argparse
 import collections
