@@ -24,6 +24,7 @@ CHECKED = ["tests/test_transports.py", "tests/test_zerocopy.py",
            "tests/test_zcrx.py"]
 
 
+@pytest.mark.timeout(1500)     # a build and a test run of its own (subprocess limits)
 def test_transports_and_zero_copy_leak_nothing_in_the_debug_build(tmp_path, debug_build):
     pytest.importorskip("Cython", reason="the debug build compiles the Cython core")
     env = debug_build(sys.executable)

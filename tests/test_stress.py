@@ -284,10 +284,13 @@ def test_peer_reset_mid_stream_leaves_the_loop_serving(zc, after):
         results = await asyncio.wait_for(
             asyncio.gather(*blaster.futures, return_exceptions=True), 10)
         assert all(isinstance(r, (uringloop.ZeroCopyResult, OSError)) for r in results)
-        # and the loop still serves
+        # and the loop still serves (a second Blaster: its futures too
+        # must resolve, with an error once this client has gone)
         tr, client = await loop.create_connection(lambda: Collect(5), *addr)
         await asyncio.wait_for(client.enough, 10)
         tr.close()
+        await asyncio.wait_for(blaster.done, 10)
+        await asyncio.wait_for(asyncio.gather(*blaster.futures, return_exceptions=True), 10)
         server.close()
         await server.wait_closed()
     run(main())
