@@ -1,4 +1,6 @@
 # Declarations of the stream transport (bodies in transports/stream.pyx).
+# Which reading mode and writing state each combination of these flags is,
+# and how they change: docs/design.md, "Stream transport states".
 
 cdef class StreamTransport(BaseTransport):
     cdef bint buffered_protocol      # protocol is an asyncio.BufferedProtocol

@@ -1,6 +1,6 @@
 # Zero-copy send for stream transports (IORING_OP_SEND_ZC).
 #
-# Kernel facts this relies on (see DESIGN.md): a SEND_ZC posts two CQEs with
+# Kernel facts this relies on (docs/design.md): a SEND_ZC posts two CQEs with
 # the same user_data -- the send result, with IORING_CQE_F_MORE, and later a
 # notification with IORING_CQE_F_NOTIF once the kernel no longer needs the
 # pages.  The write queue advances on the first CQE (the data is in the
