@@ -24,6 +24,30 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "helpers"))
 import netns  # noqa: E402  (tests/helpers/netns.py: the UDP sink namespaces)
 
 
+# The Linux release that brought each io_uring feature a test may need.
+FEATURE_SINCE = {"SEND_ZC": "6.0", "SENDMSG_ZC": "6.1", "RECV_ZC": "6.15",
+                 "TASKRUN_FLAG": "5.19", "DEFER_TASKRUN": "6.1",
+                 "READ_MULTISHOT": "6.7", "WAITID": "6.7", "BIND": "6.11",
+                 "LISTEN": "6.11"}
+
+
+def requires(*needs):
+    """A mark (for a test, or a module's pytestmark) that skips unless this
+    kernel's io_uring offers every one of `needs`: opcode names
+    ("SEND_ZC") or setup flag names ("TASKRUN_FLAG"), as features() reports
+    them.  The one way tests skip on a missing kernel feature."""
+    info = uringloop.features()
+    have = {name for name, ok in info["opcodes"].items() if ok} | set(info["setup_flags"])
+    unknown = [n for n in needs if n not in info["opcodes"] and n not in FEATURE_SINCE
+               and n not in info["setup_flags"]]
+    if unknown:
+        raise ValueError(f"requires(): unknown io_uring features {unknown}")
+    missing = [n for n in needs if n not in have]
+    reason = ("kernel's io_uring lacks " + ", ".join(
+        f"{n} (Linux {FEATURE_SINCE[n]})" if n in FEATURE_SINCE else n for n in missing))
+    return pytest.mark.skipif(bool(missing), reason=reason)
+
+
 def _close_and_check(loop):
     if not loop.is_closed():
         loop.run_until_complete(loop.shutdown_asyncgens())

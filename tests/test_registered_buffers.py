@@ -10,11 +10,9 @@ import sys
 import pytest
 
 import uringloop
-from conftest import run_with_tiny_memlock
+from conftest import requires, run_with_tiny_memlock
 
-pytestmark = pytest.mark.skipif(
-    not uringloop.features()["opcodes"].get("SEND_ZC"),
-    reason="kernel lacks IORING_OP_SEND_ZC")
+pytestmark = requires("SEND_ZC")
 
 
 def run(coro, timeout=60):

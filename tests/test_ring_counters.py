@@ -4,6 +4,7 @@ import asyncio
 import socket
 
 import uringloop
+from conftest import requires
 
 
 def test_stats_keys(uloop):
@@ -13,12 +14,10 @@ def test_stats_keys(uloop):
         assert key in stats
 
 
+@requires("TASKRUN_FLAG", "DEFER_TASKRUN")
 def test_callback_only_iterations_make_no_system_call(uloop):
     """With DEFER_TASKRUN|TASKRUN_FLAG and nothing queued, an iteration
     that has callbacks ready skips io_uring_enter."""
-    if "TASKRUN_FLAG" not in uringloop.features()["setup_flags"]:
-        import pytest
-        pytest.skip("kernel lacks IORING_SETUP_TASKRUN_FLAG with DEFER_TASKRUN")
     uloop.run_until_complete(asyncio.sleep(0))
     before = uloop.stats()["enter_calls"]
 
@@ -73,3 +72,17 @@ def test_every_submitted_request_completes(uloop):
     assert stats["ops_in_flight"] == 1
     a.close()
     b.close()
+
+
+def test_requires_skips_on_a_missing_feature_and_rejects_unknown_names(monkeypatch):
+    import pytest
+    assert requires("RECV", "DEFER_TASKRUN").args == (False,)
+    with pytest.raises(ValueError, match="unknown io_uring features"):
+        requires("NO_SUCH_OPCODE")
+    # a kernel without SEND_ZC, as an older one reports it
+    real = uringloop.features()
+    older = dict(real, opcodes=dict(real["opcodes"], SEND_ZC=False))
+    monkeypatch.setattr(uringloop, "features", lambda: older)
+    mark = requires("SEND_ZC", "RECV")
+    assert mark.args == (True,)
+    assert mark.kwargs["reason"] == "kernel's io_uring lacks SEND_ZC (Linux 6.0)"

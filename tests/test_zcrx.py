@@ -15,11 +15,10 @@ import sys
 import pytest
 
 import uringloop
+from conftest import requires
 from uringloop import RefillQueue, zcrx_offset, zcrx_split
 
-pytestmark = pytest.mark.skipif(
-    not uringloop.features()["opcodes"].get("RECV_ZC"),
-    reason="kernel lacks IORING_OP_RECV_ZC (6.15)")
+pytestmark = requires("RECV_ZC")
 
 
 def run(coro, timeout=60):
