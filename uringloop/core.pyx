@@ -96,6 +96,9 @@ from asyncio.log import logger
 
 cdef extern from "debug.h":
     int UL_DEBUG_BUILD
+
+cdef extern from "Python.h":
+    void Py_FatalError(const char *message) noexcept
     int UL_LIVE_KINDS
     enum:
         UL_LIVE_LOOPS
@@ -514,6 +517,12 @@ cdef class RingLoop:
             if sqe == NULL:
                 raise RuntimeError("io_uring submission queue stays full")
         if op is not None:
+            if UL_DEBUG_BUILD and op.in_flight:
+                # the life cycle (docs/design.md): one request per
+                # Operation at a time; a second would drop the reference at
+                # the first one's final CQE while the kernel holds the other
+                Py_FatalError(b'uringloop: an Operation submitted while its '
+                              b'request is in flight')
             Py_INCREF(op)
             op.in_flight = True
             self.ops_in_flight += 1
@@ -672,6 +681,11 @@ cdef class RingLoop:
         # (op.context may change inside complete(): a pooled StreamSend
         # handed to another transport; the one entered is the one left)
         cdef object context = op.context
+        if UL_DEBUG_BUILD and not op.in_flight:
+            # its final CQE came already: the kernel's reference was dropped
+            # and op may be freed memory (docs/design.md, the life cycle)
+            Py_FatalError(b'uringloop: a completion for an Operation with no '
+                          b'request in flight')
         if final:
             op.in_flight = False
             op.cancel_requested = False
