@@ -488,23 +488,21 @@ cdef class ZeroCopyReceive:
     cdef int arm(self, object transport) except -1:
         cdef StreamTransport tr = transport
         cdef io_uring_sqe *sqe
+        cdef uint64_t token = tr.zc_token
         if not self.ring_open or self.draining:
             # closed (or its loop closed) meanwhile: receive ordinarily
-            tr.zc_rx = False
-            return tr.start_reading()
-        if tr.zc_token == 0:
+            return tr.zc_off(True)
+        if token == 0:
             self.next_token += 1
-            tr.zc_token = self.next_token
-        self.conns[tr.zc_token] = tr
+            token = self.next_token
+        self.conns[token] = tr
         if not self.simulated:
             sqe = self.get_sqe()
             ul_prep_recv_zc(sqe, tr.fd, self.zcrx_id)
-            ul_sqe_set_data(sqe, tr.zc_token)
+            ul_sqe_set_data(sqe, token)
             if not self.in_batch:
                 self.submit()
-        tr.recv_armed = True
-        tr.op_started()
-        return 0
+        return tr.zc_armed(token)
 
     cdef int disarm(self, object transport) except -1:
         cdef StreamTransport tr = transport
@@ -626,13 +624,13 @@ cdef class ZeroCopyReceive:
             self.held_area += area_cost(res)
             self.zerocopy_bytes += res
             self.pieces += 1
-            tr.zc_received_bytes += res
-            if (self.held_area > self.high_water and not tr.zc_starved
-                    and not tr.closing):
-                tr.zc_starved = True
+            # past high water, the connection that received stops its
+            # RECV_ZC until the area has room again (give())
+            starve = (self.held_area > self.high_water and not tr.zc_starved
+                      and not tr.closing)
+            if starve:
                 self.starved.append(tr)
-                tr.stop_reading()
-            return tr.zc_piece(piece)
+            return tr.zc_received(piece, starve)
         if res == -ENOSPC:
             res = -ENOBUFS          # the CQ overflowed: arm again, like a dry buffer ring
         elif final and (res == -EINVAL or res == -EOPNOTSUPP) and tr.zc_received_bytes == 0:
@@ -644,12 +642,11 @@ cdef class ZeroCopyReceive:
                                'connection receives ordinarily', self.interface,
                                self.queue, os.strerror(-res))
             self.conns.pop(token, None)
-            tr.zc_rx = False
+            tr.zc_refused()
             res = -ENOBUFS
         return tr.recv_completed(res, flags, None, False)
 
     cdef int give(self, uint64_t off, uint32_t length) except -1:
-        cdef StreamTransport tr
         self.outstanding_bytes -= length
         self.held_area -= area_cost(length)
         if self.refill is None:
@@ -661,9 +658,7 @@ cdef class ZeroCopyReceive:
         if self.starved and self.held_area <= self.low_water:
             starved, self.starved = self.starved, []
             for t in starved:
-                tr = t
-                tr.zc_starved = False
-                tr.start_reading()
+                (<StreamTransport>t).zc_room_again()
         return 0
 
     cdef int commit(self) except -1:
@@ -716,21 +711,13 @@ cdef class ZeroCopyReceive:
         with rearm (the loop runs on), those connections go on with ordinary
         receives.  Pieces still held stay readable (the area stays mapped
         while they live); giving them back then does nothing."""
-        cdef StreamTransport tr
         conns, self.conns = self.conns, {}
         starved, self.starved = self.starved, []
         self.release_ring()
         everyone = {id(t): t for t in starved}
         everyone.update((id(t), t) for t in conns.values())
         for t in everyone.values():
-            tr = t
-            tr.zc_rx = False
-            tr.zc_starved = False
-            if tr.recv_armed:
-                tr.recv_armed = False
-                tr.op_finished()
-            if rearm:
-                tr.start_reading()
+            (<StreamTransport>t).zc_off(rearm)
         self.returns_waiting = []
         self.loop = None
         self.refill = None

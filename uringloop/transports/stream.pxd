@@ -47,6 +47,11 @@ cdef class StreamTransport(BaseTransport):
     cdef int received(self, object data, Py_ssize_t n) except -1
     cdef int received_eof(self) except -1
     cdef int keep(self, object data, Py_ssize_t n) except -1
+    cdef int zc_armed(self, uint64_t token) except -1
+    cdef int zc_received(self, ZeroCopyPiece piece, bint starve) except -1
+    cdef int zc_room_again(self) except -1
+    cdef int zc_refused(self) except -1
+    cdef int zc_off(self, bint rearm) except -1
     cdef int zc_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_eof(self) except -1

@@ -18,7 +18,9 @@
 #
 # A connection accepted by a server with zero-copy receive (zcrx.pyx)
 # receives with a multishot RECV_ZC on that queue's ring instead: pieces of
-# its area go to zc_piece(), end of stream and errors to recv_completed().
+# its area go to zc_received(), end of stream and errors to
+# recv_completed(); the queue changes the transport's state only through
+# the zc_* methods (armed, received, room again, refused, off).
 #
 # Writing: at most one send request in flight per socket -- two sends in
 # flight on one TCP socket may be executed out of order.  write() queues the
@@ -385,6 +387,45 @@ cdef class StreamTransport(BaseTransport):
                 self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
             return 0
         if final:
+            self.start_reading()
+        return 0
+
+    # -- what its ZeroCopyReceive (zcrx.pyx) tells the transport -----------
+
+    cdef int zc_armed(self, uint64_t token) except -1:
+        """A RECV_ZC tagged `token` is in flight on the queue's ring."""
+        self.zc_token = token
+        self.recv_armed = True
+        return self.op_started()
+
+    cdef int zc_received(self, ZeroCopyPiece piece, bint starve) except -1:
+        """A piece arrived; with starve, the area is past its high water:
+        stop receiving until zc_room_again()."""
+        self.zc_received_bytes += piece.length
+        if starve:
+            self.zc_starved = True
+            self.stop_reading()
+        return self.zc_piece(piece)
+
+    cdef int zc_room_again(self) except -1:
+        self.zc_starved = False
+        return self.start_reading()
+
+    cdef int zc_refused(self) except -1:
+        """The kernel refused RECV_ZC for this socket before it consumed a
+        byte: the final completion that follows re-arms an ordinary RECV."""
+        self.zc_rx = False
+        return 0
+
+    cdef int zc_off(self, bint rearm) except -1:
+        """The queue is gone (closed, or its loop closed): its RECV_ZC is
+        over; with rearm, receive ordinarily from now on."""
+        self.zc_rx = False
+        self.zc_starved = False
+        if self.recv_armed:
+            self.recv_armed = False
+            self.op_finished()
+        if rearm:
             self.start_reading()
         return 0
 
