@@ -31,7 +31,11 @@
 # Measured with bench/run_gunicorn.py (2 workers, 64 connections opened at
 # once, 5 rounds): the busier worker took a median 69% (at most 86%) with
 # the backlog as the limit, as the selector loop has it; 61% (62%) with 4;
-# 52% (53%) with 16.  Backlog-many ACCEPTs: 100% every time.
+# 52% (53%) with 16.  Backlog-many ACCEPTs: 100% every time.  Once an
+# accepted connection cost less than half as much (54 us of user CPU, see
+# below), 16 let the running worker take 73% (77%) in two runs; 4: 61%
+# (77%) and 56% (62%); 1: 58% (72%), at an iteration per connection.
+# Hence 4: a quarter of a burst per wake-up.
 #
 # What an accepted connection costs the loop is kept out of Python where
 # asyncio's helpers would run (bench/run_connect.py, server user CPU per
@@ -51,7 +55,7 @@
 # socket passed by systemd), and they would refuse connections too.
 
 
-cdef int ACCEPT_BURST = 16      # connections taken per wake-up, at most
+cdef int ACCEPT_BURST = 4      # connections taken per wake-up, at most
 
 
 @cython.final
