@@ -71,6 +71,8 @@ def main():
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--malloc", choices=["equal", "shipped"], default="equal")
     args = parser.parse_args()
+    if os.cpu_count() >= 2:
+        os.sched_setaffinity(0, {1})        # the client on CPU 1, the servers on 0
     env = SERVER_ENV if args.malloc == "equal" else SHIPPED_ENV
     loops = args.loops.split(",")
     cells = {loop: [] for loop in loops}
