@@ -92,10 +92,9 @@ def gather():
     facts["zerocopy_send"] = bool(probe["opcodes"].get("SEND_ZC"))
     facts["zerocopy_receive"] = bool(probe["opcodes"].get("RECV_ZC"))
     facts["causes"] = causes(facts)
-    strict = os.environ.get("URINGLOOP_STRICT", "") not in ("", "0")
     if facts["usable"]:
         facts["verdict"] = "io_uring"
-    elif strict:
+    elif uringloop._strict(None):          # URINGLOOP_STRICT, as run() reads it
         facts["verdict"] = "error"
     else:
         facts["verdict"] = "stdlib fallback"

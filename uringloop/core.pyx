@@ -78,7 +78,6 @@ import collections
 import contextvars
 import errno as _errno
 import heapq
-import ipaddress
 import os
 import _socket
 import socket
@@ -96,9 +95,6 @@ from asyncio.log import logger
 
 cdef extern from "debug.h":
     int UL_DEBUG_BUILD
-
-cdef extern from "Python.h":
-    void Py_FatalError(const char *message) noexcept
     int UL_LIVE_KINDS
     enum:
         UL_LIVE_LOOPS
@@ -111,6 +107,9 @@ cdef extern from "Python.h":
         UL_LIVE_ZCRX_PIECES
     void UL_COUNT(int kind, long delta)
     long UL_LIVE(int kind)
+
+cdef extern from "Python.h":
+    void Py_FatalError(const char *message) noexcept
 
 
 def debug_counters():

@@ -313,20 +313,24 @@ cdef int set_nodelay(object sock, int fd, int family, int type) except -1:
     return 0
 
 
+cdef object peer_name(object sock):
+    """sock.getpeername(), or None when it is not connected."""
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
+
+
 cdef tuple socket_names(object sock, object extra):
     """(sockname, peername) of sock; a peername already in extra (the
-    accept path has it) is kept."""
+    SSL accept path has it) is kept."""
     try:
         sockname = sock.getsockname()
     except OSError:
         sockname = None
     if extra is not None and 'peername' in extra:
         return sockname, extra['peername']
-    try:
-        peername = sock.getpeername()
-    except socket.error:
-        peername = None
-    return sockname, peername
+    return sockname, peer_name(sock)
 
 
 cdef dict socket_extra(object sock, object extra):

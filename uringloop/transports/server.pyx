@@ -196,30 +196,22 @@ cdef class ServerAccept(Operation):
                 memcpy(&self.local_raw, &raw, n)
                 self.local_len = n
                 self.local_name = sockname
-        try:
-            peername = conn.getpeername()
-        except OSError:
-            peername = None
-        return (sockname, peername)
+        return (sockname, peer_name(conn))
 
 
 cdef int serve_accepted(RingLoop loop, ServerAccept op, object conn) except -1:
     """A new protocol and transport for an accepted connection, made in the
     server's context (dispatch() entered it)."""
+    names = op.names_of(conn.fileno(), conn)
     if op.sslcontext is not None:
-        try:
-            peername = conn.getpeername()
-        except OSError:
-            peername = None
-        extra = {'peername': peername}
         loop.create_task(loop._accept_connection2(
-            op.protocol_factory, conn, extra, op.sslcontext, op.server,
+            op.protocol_factory, conn, {'peername': names[1]}, op.sslcontext, op.server,
             op.ssl_handshake_timeout, op.ssl_shutdown_timeout, listener=op.sock))
         return 0
     try:
         protocol = op.protocol_factory()
         new_stream_transport(loop, conn, protocol, None, None, op.server, op.sock,
-                             op.family, op.type, op.names_of(conn.fileno(), conn))
+                             op.family, op.type, names)
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as exc:

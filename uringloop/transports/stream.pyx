@@ -950,8 +950,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
         rest = {k: v for k, v in extra.items() if k != 'sockname' and k != 'peername'}
         tr.extra = rest or None
     tr.server = server
-    tr.high_water = DEFAULT_HIGH_WATER
-    tr.low_water = DEFAULT_HIGH_WATER // 4
+    tr.set_limits(None, None)
     tr.set_protocol(protocol)
     tr.zc = new_policy(loop, sock, server_sock)
     if (server_sock is not None and _receive_settings.data
