@@ -9,6 +9,7 @@ test also ends with no loop, operation, transport, held buffer view or
 registered buffer left alive.
 """
 import asyncio
+import contextlib
 import gc
 import os
 import shutil
@@ -247,14 +248,60 @@ async def sink_connection():
 """
 
 
+def without_ipc_lock():
+    """The command prefix that runs a child without CAP_IPC_LOCK, so that
+    RLIMIT_MEMLOCK binds it: root has that capability, which makes the
+    kernel skip the limit, so a root child drops it with setpriv (skips
+    when setpriv is missing).  Others run as they are."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) needed to drop CAP_IPC_LOCK")
+    return [setpriv, "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock"]
+
+
+@pytest.fixture(scope="session")
+def deny_io_uring(tmp_path_factory):
+    """tests/helpers/deny_io_uring.c built: a command prefix that runs a
+    child under a seccomp filter refusing io_uring, as Docker's default
+    profile does."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler to build the seccomp helper")
+    exe = tmp_path_factory.mktemp("seccomp") / "deny_io_uring"
+    src = os.path.join(os.path.dirname(__file__), "helpers", "deny_io_uring.c")
+    subprocess.run([cc, "-O2", "-o", str(exe), src], check=True)
+    return str(exe)
+
+
+IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled"
+
+
+@contextlib.contextmanager
+def io_uring_disabled(value="2"):
+    """kernel.io_uring_disabled set to `value` machine-wide for the block,
+    then restored (skips on a kernel without the sysctl, or without root).
+    Never run beside other io_uring users: every process is refused."""
+    if not os.path.exists(IO_URING_DISABLED):
+        pytest.skip("kernel has no kernel.io_uring_disabled (older than 6.6)")
+    if os.geteuid() != 0 or not os.access(IO_URING_DISABLED, os.W_OK):
+        pytest.skip("changing kernel.io_uring_disabled needs root")
+    with open(IO_URING_DISABLED) as f:
+        old = f.read().strip()
+    try:
+        with open(IO_URING_DISABLED, "w") as f:
+            f.write(value)
+        yield
+    finally:
+        with open(IO_URING_DISABLED, "w") as f:
+            f.write(old)
+
+
 def run_with_tiny_memlock(body):
     """Run `body` (an async main() that may use sink_connection()) in a child
-    whose RLIMIT_MEMLOCK is 1 MiB.  Root has CAP_IPC_LOCK, which makes the
-    kernel skip that limit, so a root child drops it with setpriv."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() == 0 and setpriv is None:
-        pytest.skip("setpriv (util-linux) needed to drop CAP_IPC_LOCK")
-    prefix = [setpriv, "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock"] if os.geteuid() == 0 else []
+    whose RLIMIT_MEMLOCK is 1 MiB, without CAP_IPC_LOCK."""
+    prefix = without_ipc_lock()
     code = TINY_MEMLOCK_PREAMBLE + body + "\nuringloop.run(main(), strict=True)\n"
     out = subprocess.run(prefix + [sys.executable, "-c", code],
                          capture_output=True, text=True, timeout=60)

@@ -2,12 +2,10 @@
 is allowed and when a seccomp filter or the sysctl refuses it."""
 import json
 import os
-import shutil
 import subprocess
 import sys
-import pytest
 
-from test_fallback import SYSCTL, deny_io_uring  # noqa: F401  (fixture)
+from conftest import io_uring_disabled, without_ipc_lock
 
 
 def diagnose(*args, prefix=(), env=None):
@@ -34,7 +32,7 @@ def test_allowed_reports_usable_and_exits_0():
     assert facts["ring_entries"][0] >= 32
 
 
-def test_seccomp_refusal_exits_1_and_names_the_filter(deny_io_uring):  # noqa: F811
+def test_seccomp_refusal_exits_1_and_names_the_filter(deny_io_uring):
     r = diagnose("--json", prefix=[deny_io_uring])
     assert r.returncode == 1, r.stdout + r.stderr
     facts = json.loads(r.stdout)
@@ -48,17 +46,9 @@ def test_seccomp_refusal_exits_1_and_names_the_filter(deny_io_uring):  # noqa: F
 
 
 def test_sysctl_refusal_exits_1_and_names_the_sysctl():
-    if not SYSCTL.exists():
-        pytest.skip("kernel has no kernel.io_uring_disabled (older than 6.6)")
-    if os.geteuid() != 0 or not os.access(SYSCTL, os.W_OK):
-        pytest.skip("changing kernel.io_uring_disabled needs root")
-    old = SYSCTL.read_text().strip()
-    try:
-        SYSCTL.write_text("2")
+    with io_uring_disabled("2"):
         r = diagnose()
         rj = diagnose("--json")
-    finally:
-        SYSCTL.write_text(old)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "fall back to the stdlib loop" in r.stdout
     assert "io_uring_disabled is 2" in r.stdout
@@ -69,11 +59,7 @@ def test_sysctl_refusal_exits_1_and_names_the_sysctl():
 def test_tight_memlock_is_reported():
     # a loop still works in 64 KiB (a smaller ring); the report says so.
     # Root has CAP_IPC_LOCK, which lifts the limit: the child drops it.
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() == 0 and setpriv is None:
-        pytest.skip("setpriv (util-linux) needed to drop CAP_IPC_LOCK")
-    prefix = ([setpriv, "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock"]
-              if os.geteuid() == 0 else [])
+    prefix = without_ipc_lock()
     code = ("import resource, sys, runpy; "
             "resource.setrlimit(resource.RLIMIT_MEMLOCK, (65536, 65536)); "
             "sys.argv = ['uringloop', '--json']; "

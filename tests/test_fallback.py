@@ -1,25 +1,12 @@
 """When io_uring is refused: a real seccomp filter (as Docker's default
 profile) and the kernel.io_uring_disabled sysctl, in child processes."""
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-import pytest
+from conftest import io_uring_disabled
 
-HELPER_SRC = Path(__file__).parent / "helpers" / "deny_io_uring.c"
-
-
-@pytest.fixture(scope="module")
-def deny_io_uring(tmp_path_factory):
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler to build the seccomp helper")
-    exe = tmp_path_factory.mktemp("seccomp") / "deny_io_uring"
-    subprocess.run([cc, "-O2", "-o", str(exe), str(HELPER_SRC)], check=True)
-    return str(exe)
 
 
 def run_child(prefix, code, env=None):
@@ -87,19 +74,8 @@ def test_seccomp_refusal_strict_mode_raises(deny_io_uring):
     assert "strict raised" in r.stdout
 
 
-SYSCTL = Path("/proc/sys/kernel/io_uring_disabled")
-
-
 def test_io_uring_disabled_sysctl(tmp_path):
-    if not SYSCTL.exists():
-        pytest.skip("kernel has no kernel.io_uring_disabled (older than 6.6)")
-    if os.geteuid() != 0 or not os.access(SYSCTL, os.W_OK):
-        pytest.skip("changing kernel.io_uring_disabled needs root")
-    old = SYSCTL.read_text().strip()
-    try:
-        SYSCTL.write_text("2")
+    with io_uring_disabled("2"):
         r = run_child([], CHECK_REFUSED)
-    finally:
-        SYSCTL.write_text(old)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "OK" in r.stdout

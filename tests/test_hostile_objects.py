@@ -3,7 +3,6 @@ is made or misused (issue #13, items 7-9): classes made with __new__ alone,
 a ring that cannot be made in a tight RLIMIT_MEMLOCK, a zero-copy receive
 area that cannot exist."""
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -11,6 +10,7 @@ import textwrap
 import pytest
 
 import uringloop
+from conftest import without_ipc_lock
 
 # Every class of uringloop.core: made with __new__ alone, then every method
 # and property it has called with a few kinds of argument.  Any Python
@@ -107,19 +107,10 @@ TIGHT = textwrap.dedent("""
 """)
 
 
-def _without_ipc_lock():
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() == 0 and setpriv is None:
-        pytest.skip("setpriv (util-linux) needed to drop CAP_IPC_LOCK")
-    if os.geteuid() == 0:
-        return [setpriv, "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock"]
-    return []
-
-
 @pytest.mark.parametrize("limit_kib", [16, 64, 256])
 def test_a_loop_runs_in_a_tight_memlock_limit(limit_kib):
     out = subprocess.run(
-        _without_ipc_lock() + [sys.executable, "-c", TIGHT.format(limit=limit_kib * 1024)],
+        without_ipc_lock() + [sys.executable, "-c", TIGHT.format(limit=limit_kib * 1024)],
         capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stderr == ""           # nothing printed: no "Exception ignored"
@@ -143,7 +134,7 @@ FAILED_LOOP = textwrap.dedent("""
 
 def test_a_failed_loop_leaves_nothing_noisy_behind():
     # RLIMIT_MEMLOCK 0: no ring fits, not even the smallest
-    out = subprocess.run(_without_ipc_lock() + [sys.executable, "-c", FAILED_LOOP],
+    out = subprocess.run(without_ipc_lock() + [sys.executable, "-c", FAILED_LOOP],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""
@@ -160,7 +151,7 @@ def test_run_falls_back_when_no_ring_fits():
             name = uringloop.run(main())
         print(name, [str(w.message)[:40] for w in caught])
     """)
-    out = subprocess.run(_without_ipc_lock() + [sys.executable, "-c", code],
+    out = subprocess.run(without_ipc_lock() + [sys.executable, "-c", code],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     name = out.stdout.split(" ", 1)[0]
