@@ -23,14 +23,24 @@
 
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 
-static int direct(size_t size)
+/* A loopback UDP receiver with a 64 MiB buffer, and a sender connected to it. */
+static void udp_pair(int *rx, int *tx)
 {
-    int rx = socket(AF_INET, SOCK_DGRAM, 0), tx = socket(AF_INET, SOCK_DGRAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof(a);
-    bind(rx, (void *)&a, al); getsockname(rx, (void *)&a, &al);
-    int big = 64 << 20; setsockopt(rx, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
-    connect(tx, (void *)&a, al);
+    int big = 64 << 20;
+    *rx = socket(AF_INET, SOCK_DGRAM, 0);
+    *tx = socket(AF_INET, SOCK_DGRAM, 0);
+    bind(*rx, (void *)&a, al);
+    getsockname(*rx, (void *)&a, &al);
+    setsockopt(*rx, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
+    connect(*tx, (void *)&a, al);
+}
+
+static int direct(size_t size)
+{
+    int rx, tx;
+    udp_pair(&rx, &tx);
     char *buf = calloc(1, size), *rbuf = malloc(65536);
     long sent = 0; double t0 = now();
     while (now() - t0 < 2.0) {
@@ -57,12 +67,8 @@ int main(int argc, char **argv)
     int ret = ul_ring_init(&r, 2048, 16384, flags);
     if (ret < 0) { fprintf(stderr, "init %d\n", ret); return 1; }
     ul_ring_enable(&r);
-    int rx = socket(AF_INET, SOCK_DGRAM, 0), tx = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof(a);
-    bind(rx, (void *)&a, al); getsockname(rx, (void *)&a, &al);
-    int big = 64 << 20; setsockopt(rx, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
-    connect(tx, (void *)&a, al);
+    int rx, tx;
+    udp_pair(&rx, &tx);
     char *buf = calloc(1, size), *rbuf = malloc(65536);
     long sent = 0, eagain = 0, cancelled = 0, enters = 0, cqes = 0, rounds = 0;
     double t0 = now();
