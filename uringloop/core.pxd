@@ -40,6 +40,7 @@ cdef class RingLoop:
     cdef Py_ssize_t ops_in_flight
     cdef bint draining
     cdef bint time_overridden     # a subclass defines time()
+    cdef bint own_futures         # no subclass defines create_future()
     cdef int owner_pid
 
     # BaseEventLoop's own state, kept in C slots for the run loop
@@ -56,6 +57,8 @@ cdef class RingLoop:
     cdef object writers           # fd -> FdWatch
     cdef object accepting         # fd -> ServerAccept
     cdef list send_pool           # idle StreamSends (see stream.pyx, writing)
+    cdef list send_flushes        # DatagramTransports to flush before the enter
+    cdef unsigned links_submitted # chained sends prepared since the last enter
     cdef list zcrx_users          # ZeroCopyReceive bound to this loop's thread
     cdef object recv_leftover     # fd -> bytes received after a cancel
     cdef ul_buf_ring recv_buffers # provided buffers for multishot receives
@@ -84,6 +87,7 @@ cdef class RingLoop:
     cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args)
     cdef object remove_watch(self, dict watches, object fd)
     cdef int ensure_recv_buffers(self) except -1
+    cdef int flush_sends(self) except -1
 
 
 # Requests of the loop itself (bodies in core.pyx)

@@ -6,24 +6,34 @@ cdef class DatagramTransport(BaseTransport):
     cdef bint recv_armed
     cdef bint reading_paused
     cdef list paused_datagrams       # arrived while the RECVMSG was being cancelled
-    cdef bint send_armed
-    cdef object write_queue          # deque of (bytes or ZeroCopyBuffer, address)
+    cdef object write_queue          # deque of DatagramSend, oldest first
+    cdef int links_in_flight         # requests of the chain the kernel holds
+    cdef bint flush_scheduled        # in loop.send_flushes
+    cdef bint blocked                # the socket said EAGAIN: wait for POLLOUT
+    cdef DatagramWritable writable_op
+    cdef list spare_ops              # DatagramSends to reuse
+    cdef Py_ssize_t chain_limit      # links in the next chain (see flush_sends)
+    cdef Py_ssize_t chain_sent       # links of the chain in flight sent so far
+    cdef Py_ssize_t chains, links, links_again   # get_extra_info('send_chains')
     cdef ZeroCopyPolicy zc
 
     cdef int start_reading(self) except -1
     cdef bint deliver(self, object data, object addr) except -1
-    cdef int zc_send_completed(self, int32_t res) except -1
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1
-    cdef int submit_send(self) except -1
     cdef bint send_now(self, bytes data, object addr) except -1
     cdef int send_queued_now(self) except -1
     cdef int address_to_c(self, object addr, sockaddr_storage *out) except -1
-    cdef DatagramSend prepare_send(self, object data, object addr)
-    cdef io_uring_sqe *prep_sqe(self, DatagramSend op) except NULL
-    cdef int send_completed(self, int32_t res) except -1
+    cdef int enqueue(self, object data, object addr, Py_ssize_t size) except -1
+    cdef int schedule_flush(self) except -1
+    cdef int wait_writable(self) except -1
+    cdef int flush_sends(self) except -1
+    cdef int prep_link(self, DatagramSend op, bint link) except -1
+    cdef int link_completed(self, DatagramSend op, int32_t res) except -1
+    cdef int chain_done(self) except -1
+    cdef int send_op_done(self, DatagramSend op) except -1
     cdef int drop_queue(self, object exc) except -1
-    cdef datagram_failed(self, object exc)
+    cdef datagram_failed(self, DatagramSend op, object exc)
 
 
 cdef class DatagramRecv(Operation):
@@ -34,10 +44,20 @@ cdef class DatagramRecv(Operation):
 
 
 cdef class DatagramSend(Operation):
+    # One queued datagram, and the request that sends it.
     cdef DatagramTransport transport
-    cdef object data                 # bytes or ZeroCopyBuffer, held until the
-                                     # last CQE (F_NOTIF for ZC)
-    cdef msghdr msg
-    cdef iovec iov
+    cdef object data                 # bytes or ZeroCopyBuffer, held while
+                                     # queued and until the last CQE (F_NOTIF
+                                     # for ZC)
+    cdef iovec iov                   # where the datagram is, and its size
     cdef sockaddr_storage addr
-    cdef bint zerocopy
+    cdef socklen_t addrlen           # 0: to the connected peer
+    cdef bint zerocopy               # the request is a SEND_ZC
+    cdef bint queued                 # in the transport's write_queue
+
+
+cdef class DatagramWritable(Operation):
+    # POLL_ADD for POLLOUT after a send said EAGAIN.
+    cdef DatagramTransport transport
+
+    cdef int arm(self) except -1
