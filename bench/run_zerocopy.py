@@ -44,9 +44,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--kinds", default="udp,tcp", help="udp, tcp or both")
+    parser.add_argument("--modes", default=",".join(MODES))
     args = parser.parse_args()
+    modes = args.modes.split(",")
     plan = [("udp", s) for s in (4000, 16000, 60000)] + \
            [("tcp", s) for s in (4096, 16384, 65536, 262144)]
+    plan = [p for p in plan if p[0] in args.kinds.split(",")]
     try:
         make_udp_sink(NS_SRC, NS_SINK, "ulb")
     except (subprocess.CalledProcessError, FileNotFoundError) as exc:
@@ -56,7 +60,7 @@ def main():
     try:
         for kind, size in plan:
             for _ in range(args.rounds):
-                for mode in MODES:
+                for mode in modes:
                     wait_idle()
                     r = cell(kind, size, mode, args.seconds)
                     runs.setdefault(f"{kind}/{size}", {}).setdefault(mode, []).append(r)
