@@ -326,21 +326,44 @@ uringloop.run(main(), strict=True)
 """
 
 
-@pytest.mark.parametrize("mode", ["ZC_ALWAYS", "ZC_AUTO"])
-def test_udp_into_a_dropping_sink_is_really_zero_copy(udp_sink_namespaces, mode):
-    """ZC_ALWAYS: every datagram leaves with SENDMSG_ZC and is reported not
-    copied.  Auto mode leaves UDP bytes to the direct sendto(2), which was
-    measured faster than SEND_ZC through the ring."""
+@pytest.mark.parametrize("mode,size,zerocopy", [
+    ("ZC_ALWAYS", 60000, True), ("ZC_ALWAYS", 4000, True),
+    ("ZC_AUTO", 60000, True), ("ZC_AUTO", 4000, False)])
+def test_udp_into_a_dropping_sink_is_really_zero_copy(udp_sink_namespaces, mode, size,
+                                                      zerocopy):
+    """ZC_ALWAYS: every datagram leaves with SEND_ZC and is reported not
+    copied.  Auto mode sends datagrams from 8 KiB up with SEND_ZC (where
+    it was measured faster) and smaller ones with the direct sendto(2)."""
     out = subprocess.run(["ip", "netns", "exec", udp_sink_namespaces, sys.executable,
-                          "-c", SINK_CHILD, "60000", "500", mode],
+                          "-c", SINK_CHILD, str(size), "500", mode],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     sends, clean, copied, active = out.stdout.split()
     assert active == "True" and int(copied) == 0
-    if mode == "ZC_ALWAYS":
+    if zerocopy:
         assert int(sends) == 500 and int(clean) == 500      # not copied
     else:
         assert int(sends) == 0 and int(clean) == 0
+
+
+def test_udp_auto_mode_to_this_host_sends_ordinarily(uloop):
+    """A datagram transport connected to a loopback peer starts with
+    zero-copy off in auto mode (the kernel would copy), as TCP does."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        rx.bind(("127.0.0.1", 0))
+        tr, _ = await loop.create_datagram_endpoint(asyncio.DatagramProtocol,
+                                                    remote_addr=rx.getsockname())
+        tr.sendto(bytes(20000))
+        await asyncio.sleep(0.01)
+        stats = tr.get_extra_info("zerocopy")
+        assert stats["threshold"] == 8192 and stats["zerocopy_sends"] == 0
+        assert stats["active"] is False and "this host" in stats["off_reason"]
+        assert len(rx.recv(30000)) == 20000
+        tr.close()
+        rx.close()
+    uloop.run_until_complete(main())
 
 
 def test_set_zerocopy_on_plain_sockets_before_the_transport_exists():

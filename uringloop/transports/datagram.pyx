@@ -623,15 +623,16 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.chain_limit = CHAIN_MAX
     tr.paused_datagrams = []
     tr.set_limits(None, None)
-    tr.zc = new_policy(loop, sock)
-    # Auto mode leaves sendto()'s bytes to the direct copying sendto(2):
-    # into a sink where zero-copy stays real, SEND_ZC through the ring (one
-    # request and one enter per datagram) ran at 0.72x of it at 60000-byte
-    # datagrams (bench/run_zerocopy.py).  ZC_ALWAYS and sendto_zerocopy()
-    # still send with SEND_ZC.
-    tr.zc.auto_bytes = False
+    # Auto mode: SEND_ZC from DATAGRAM_ZC_THRESHOLD up (the figures are
+    # there), except to a peer on this host, where the kernel copies anyway;
+    # an unconnected socket sending to one finds out from the copied
+    # reports and turns zero-copy off (ZeroCopyPolicy).
+    tr.zc = new_policy(loop, sock, None, DATAGRAM_ZC_THRESHOLD)
     if sock.family == socket.AF_UNIX:
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
+    elif (address is not None and tr.zc.mode == ZC_AUTO
+            and is_local_peer(tr.extra.get('peername'), tr.extra.get('sockname'))):
+        tr.zc.turn_off(LOCAL_PEER_REASON, False)
     tr.extra['socket'] = UringTransportSocket(sock, tr.zc)
     tr.context = PyContext_CopyCurrent()
     tr.writable_op = DatagramWritable.__new__(DatagramWritable)
