@@ -1,5 +1,5 @@
 """Every benchmark in one command: echo (with its plot), connection cost,
-aiohttp under wrk, zero-copy.  Results and tables go to bench/results/
+aiohttp under wrk, zero-copy, a datagram burst.  Results and tables go to bench/results/
 (connection cost: printed).  About 14 minutes.
 
     python3 bench/run_all.py [--quick]
@@ -31,6 +31,7 @@ def main():
         failed |= run("run_zerocopy.py", *(["--rounds", "1", "--seconds", "1"] if quick else []))
     else:
         print("== run_zerocopy.py skipped: its sink namespaces need root")
+    failed |= run("udp_burst.py", *(["--rounds", "1", "--seconds", "1"] if quick else []))
     sys.exit(1 if failed else 0)
 
 

@@ -85,8 +85,9 @@ async def main(kind, size, mode, seconds):
     if not other_loop:
         tr.get_extra_info("socket").setsockopt(
             uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, getattr(uringloop, mode))
-        tr.get_extra_info("socket").setsockopt(
-            uringloop.SOL_URINGLOOP, uringloop.ZC_THRESHOLD, 0 if mode != "ZC_AUTO" else 16384)
+        if mode != "ZC_AUTO":    # auto keeps the transport's own threshold
+            tr.get_extra_info("socket").setsockopt(
+                uringloop.SOL_URINGLOOP, uringloop.ZC_THRESHOLD, 0)
     cpu0 = time.process_time()
     rate = await pump(tr, payload, seconds, send)
     cpu = time.process_time() - cpu0
