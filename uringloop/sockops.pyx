@@ -504,7 +504,7 @@ cdef class ReadOp(SocketOperation):
 
 cdef object start(RingLoop loop, SocketOperation op, object sock, int fd):
     """Queue `op`'s first request and return the future it resolves."""
-    fut = loop.create_future()
+    fut = new_future(loop)
     op.loop = loop
     op.sock = sock
     op.fd = fd

@@ -22,6 +22,9 @@ cdef class DatagramTransport(BaseTransport):
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1
     cdef bint send_now(self, bytes data, object addr) except -1
+    cdef ssize_t send_direct(self, char *buf, size_t size, sockaddr_storage *addr,
+                             socklen_t addrlen)
+    cdef DatagramSend new_send_op(self)
     cdef int send_queued_now(self) except -1
     cdef int address_to_c(self, object addr, sockaddr_storage *out) except -1
     cdef int enqueue(self, object data, object addr, Py_ssize_t size) except -1

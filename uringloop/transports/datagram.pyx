@@ -48,6 +48,11 @@ cdef class DatagramRecv(Operation):
                                              (flags & IORING_CQE_F_MORE) == 0)
 
 
+cdef inline bint would_block(ssize_t res):
+    """A send's -errno that means the socket is full: the datagram waits."""
+    return res == -EAGAIN or res == -EINTR or res == -ENOBUFS
+
+
 # The longest and shortest chain flush_sends() writes at once (chain_done
 # says how the length adapts), and how many spare
 # DatagramSends a transport keeps.
@@ -256,27 +261,18 @@ cdef class DatagramTransport(BaseTransport):
         is fatal, as socket.sendto()'s errors are on the selector loop."""
         cdef DatagramSend op
         cdef socklen_t addrlen = 0
-        if self.spare_ops:
-            op = self.spare_ops.pop()
-        else:
-            op = DatagramSend.__new__(DatagramSend)
-            op.loop = self.loop
-            op.context = self.context
-            op.transport = self
+        op = self.spare_ops.pop() if self.spare_ops else self.new_send_op()
         if addr is not None:
             try:
                 addrlen = self.address_to_c(addr, &op.addr)
-            except OSError as exc:
-                self.spare_ops.append(op)
-                if type(data) is ZeroCopyBuffer:
-                    (<ZeroCopyBuffer>data).fail(exc)
-                self.protocol.error_received(exc)
-                return 0
             except Exception as exc:
                 self.spare_ops.append(op)
                 if type(data) is ZeroCopyBuffer:
                     (<ZeroCopyBuffer>data).fail(exc)
-                self.fatal_error(exc, 'Fatal write error on datagram transport')
+                if isinstance(exc, OSError):
+                    self.protocol.error_received(exc)
+                else:
+                    self.fatal_error(exc, 'Fatal write error on datagram transport')
                 return 0
         op.addrlen = addrlen
         op.data = data
@@ -291,6 +287,13 @@ cdef class DatagramTransport(BaseTransport):
             self.schedule_flush()
         self.maybe_pause_protocol()
         return 0
+
+    cdef DatagramSend new_send_op(self):
+        cdef DatagramSend op = DatagramSend.__new__(DatagramSend)
+        op.loop = self.loop
+        op.context = self.context
+        op.transport = self
+        return op
 
     cdef int schedule_flush(self) except -1:
         if not self.flush_scheduled:
@@ -309,9 +312,8 @@ cdef class DatagramTransport(BaseTransport):
         settled it (sent, or the error went to error_received), False when
         the socket buffer is full and the datagram must wait in the queue."""
         cdef sockaddr_storage sa
-        cdef int salen = 0
+        cdef socklen_t salen = 0
         cdef ssize_t n
-        cdef int err
         if addr is not None:
             try:
                 salen = self.address_to_c(addr, &sa)
@@ -321,46 +323,50 @@ cdef class DatagramTransport(BaseTransport):
             except Exception as exc:
                 self.fatal_error(exc, 'Fatal write error on datagram transport')
                 return True
-            n = c_sendto(self.fd, PyBytes_AS_STRING(data), len(data),
-                         MSG_DONTWAIT | MSG_NOSIGNAL, <sockaddr *>&sa, <socklen_t>salen)
-        else:
-            n = c_send(self.fd, PyBytes_AS_STRING(data), len(data), MSG_DONTWAIT | MSG_NOSIGNAL)
+        n = self.send_direct(PyBytes_AS_STRING(data), len(data), &sa, salen)
         if n >= 0:
-            self.zc.plain_sends += 1
-            self.zc.plain_bytes += n
             return True
-        err = errno
-        if err == EAGAIN or err == EINTR or err == ENOBUFS:
+        if would_block(n):
             return False
-        self.protocol.error_received(convert_error(-err))
+        self.protocol.error_received(convert_error(n))
         return True
+
+    cdef ssize_t send_direct(self, char *buf, size_t size, sockaddr_storage *addr,
+                             socklen_t addrlen):
+        """The non-blocking send(2), or sendto(2) to addr when addrlen, of
+        send_now() and send_queued_now(): bytes sent, or -errno."""
+        cdef ssize_t n
+        if addrlen:
+            n = c_sendto(self.fd, buf, size, MSG_DONTWAIT | MSG_NOSIGNAL,
+                         <sockaddr *>addr, addrlen)
+        else:
+            n = c_send(self.fd, buf, size, MSG_DONTWAIT | MSG_NOSIGNAL)
+        if n < 0:
+            return -errno
+        self.zc.plain_sends += 1
+        self.zc.plain_bytes += n
+        return n
 
     cdef int send_queued_now(self) except -1:
         """Send plain datagrams at the queue's head directly, until one
-        would block (True then) or a zero-copy one is next: a sender that
-        filled the socket once goes back to the direct path."""
+        would block (blocked is set then) or a zero-copy one is next: a
+        sender that filled the socket once goes back to the direct path."""
         cdef DatagramSend op
+        cdef ssize_t n
         while self.write_queue:
             op = self.write_queue[0]
             if type(op.data) is not bytes or op.in_flight or self.zc.wants(op.data, op.iov.iov_len):
                 return 0
-            if op.addrlen:
-                n = c_sendto(self.fd, op.iov.iov_base, op.iov.iov_len, MSG_DONTWAIT | MSG_NOSIGNAL,
-                             <sockaddr *>&op.addr, op.addrlen)
-            else:
-                n = c_send(self.fd, op.iov.iov_base, op.iov.iov_len, MSG_DONTWAIT | MSG_NOSIGNAL)
+            n = self.send_direct(<char *>op.iov.iov_base, op.iov.iov_len, &op.addr, op.addrlen)
+            if n < 0 and would_block(n):
+                self.blocked = True
+                return 0
             if n < 0:
-                err = errno
-                if err == EAGAIN or err == EINTR or err == ENOBUFS:
-                    self.blocked = True
-                    return 0
-                self.datagram_failed(op, convert_error(-err))
+                self.datagram_failed(op, convert_error(n))
                 continue
             self.write_queue.popleft()
             op.queued = False
             self.write_buffer_size -= op.iov.iov_len
-            self.zc.plain_sends += 1
-            self.zc.plain_bytes += n
             self.send_op_done(op)
         return 0
 
@@ -429,10 +435,7 @@ cdef class DatagramTransport(BaseTransport):
             if op.in_flight:
                 # a zero-copy attempt refused: its notification is still to
                 # come, so the datagram goes again in a request of its own
-                fresh = DatagramSend.__new__(DatagramSend)
-                fresh.loop = self.loop
-                fresh.context = self.context
-                fresh.transport = self
+                fresh = self.new_send_op()
                 fresh.data = op.data
                 fresh.iov = op.iov
                 fresh.addr = op.addr
@@ -506,7 +509,7 @@ cdef class DatagramTransport(BaseTransport):
                 if type(op.data) is ZeroCopyBuffer:
                     (<ZeroCopyBuffer>op.data).sent = True
                     (<ZeroCopyBuffer>op.data).finish_if_released()
-            elif res == -EAGAIN or res == -ENOBUFS or res == -EINTR:
+            elif would_block(res):
                 self.blocked = True
                 self.links_again += 1
             elif res == -ECANCELED:

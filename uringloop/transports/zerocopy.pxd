@@ -10,7 +10,6 @@ cdef class ZeroCopyPolicy:
     cdef Py_ssize_t notifs_pending, plain_sends, plain_bytes
     cdef Py_ssize_t fixed_sends      # zero-copy sends from registered buffers
     cdef Py_ssize_t warmup_bytes     # auto mode: sent ordinarily before probing
-    cdef bint auto_bytes             # auto mode may send plain bytes with ZC
 
     cdef bint wants(self, object chunk, Py_ssize_t size)
     cdef bint may_want(self, Py_ssize_t size)

@@ -86,8 +86,6 @@ cdef class ZeroCopyPolicy:
             return False
         if type(chunk) is ZeroCopyBuffer or self.mode == ZC_ALWAYS:
             return True
-        if not self.auto_bytes:
-            return False
         # auto: large immutable chunks only (write() copies mutable ones),
         # once the connection is past its start (see AUTO_WARMUP_BYTES)
         return size >= self.threshold and self.plain_bytes >= self.warmup_bytes
@@ -99,8 +97,7 @@ cdef class ZeroCopyPolicy:
             return False
         if self.mode == ZC_ALWAYS:
             return True
-        return (self.auto_bytes and size >= self.threshold
-                and self.plain_bytes >= self.warmup_bytes)
+        return size >= self.threshold and self.plain_bytes >= self.warmup_bytes
 
     cdef bint absorb_error(self, int32_t res):
         """True when a failed SEND_ZC/SENDMSG_ZC should be sent again
@@ -149,7 +146,6 @@ cdef class ZeroCopyPolicy:
             'mode': _MODE_NAMES[self.mode],
             'threshold': self.threshold,
             'warmup_bytes': self.warmup_bytes,
-            'auto_sends_bytes': self.auto_bytes,
             'active': self.off_reason is None and self.mode != ZC_NEVER,
             'zerocopy_sends': self.zc_sends,
             'zerocopy_bytes': self.zc_bytes,
@@ -241,7 +237,6 @@ cdef ZeroCopyPolicy new_policy(RingLoop loop, object sock=None, object listener=
             if threshold is not None:
                 p.threshold = threshold
     p.report_usage = True
-    p.auto_bytes = True
     if not loop.ops_supported[47]:          # IORING_OP_SEND_ZC
         p.off_reason = 'the kernel has no IORING_OP_SEND_ZC'
     return p
