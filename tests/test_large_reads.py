@@ -99,6 +99,33 @@ def test_large_reads_go_direct_and_small_ones_come_back_to_the_ring():
     uringloop.run(asyncio.wait_for(main(), 60))
 
 
+@pytest.mark.parametrize("size, mode", [(1024, "ring"), (4096, "ring"), (10240, "direct")])
+def test_message_size_decides_the_reading_mode(size, mode):
+    """Messages of 8 KiB and more are read directly (the copy out of the
+    ring cost more user CPU than a POLL and a recv(2), bench/ab_builds.py);
+    1 and 4 KiB ones stay on the ring.  Request by request, as a
+    request/response client sends them, and every byte arrives."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        server, proto, client = await sink_pair(loop)
+        sent = bytearray()
+        for i in range(40):
+            msg = payload(size, seed=i + 3)
+            sent += msg
+            await loop.sock_sendall(client, msg)
+            while len(proto.data) < len(sent):
+                await asyncio.sleep(0.001)
+        assert bytes(proto.data) == bytes(sent)
+        info = reading(proto)
+        assert info["mode"] == mode, info
+        assert info["direct_switches"] == (mode == "direct"), info
+        client.close()
+        await proto.lost
+        server.close()
+        await server.wait_closed()
+    uringloop.run(asyncio.wait_for(main(), 30))
+
+
 def test_pause_in_direct_reads_leaves_the_data_in_the_socket():
     """While paused, nothing is read: the peer is throttled by TCP, as with
     the stdlib loop, and resume hands over everything in order."""

@@ -10,7 +10,17 @@
 # which data_received() gets as it is -- the kernel's copy is the only one,
 # no buffer is parked while the connection idles, and what is not read stays
 # in the socket (TCP throttles the peer).  DIRECT_BACK_AFTER small reads in
-# a row switch it back.  Measured with bench/run_echo.py (issue #15).
+# a row switch it back.  Measured with bench/run_echo.py (issue #15); the
+# limit of 8 KiB (it was 32) with bench/ab_builds.py, 5 rounds: at 10 KiB
+# the loop's user CPU per request fell 2.46 -> 2.09 us (10 connections)
+# and 2.60 -> 1.70 (1000), at 16 KiB 3.06 -> 1.80, total CPU and req/s
+# unchanged within noise; 1 and 4 KiB reads stay on the ring, where a
+# POLL and a recv(2) per read cost more than the copy.
+# Incremental buffer consumption (IOU_PBUF_RING_INC, 6.12) was tried for
+# the ring and not kept: it packs reads of all connections into one buffer,
+# but splits a read where a buffer ends, and each split is one more
+# data_received() and, for an echo, one more send: 0.90-0.96x req/s at
+# 10 KiB.  A ring of 128 x 32 KiB instead of 64 x 256 KiB changed nothing.
 # A BufferedProtocol instead gets a single-shot RECV straight into the
 # memory its get_buffer() returned.  While reading is paused, what arrives is
 # kept and handed over on resume; past PAUSED_BYTES_LIMIT the request is
@@ -58,8 +68,8 @@ LINGER_RESET = struct.pack('ii', 1, 0)
 # them; this many reads below DIRECT_SMALL in a row move it back; at most
 # this many full reads per readiness report.
 cdef Py_ssize_t DIRECT_READ_SIZE = 256 * 1024
-cdef Py_ssize_t DIRECT_FROM = 32 * 1024
-cdef Py_ssize_t DIRECT_SMALL = 16 * 1024
+cdef Py_ssize_t DIRECT_FROM = 8 * 1024
+cdef Py_ssize_t DIRECT_SMALL = 4 * 1024
 cdef unsigned DIRECT_BACK_AFTER = 16
 cdef int DIRECT_READS_PER_WAKEUP = 8
 # Direct sends (see above): write() of this many bytes or more, with
