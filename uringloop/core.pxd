@@ -56,7 +56,8 @@ cdef class RingLoop:
     cdef object readers           # fd -> FdWatch
     cdef object writers           # fd -> FdWatch
     cdef object accepting         # fd -> ServerAccept
-    cdef list send_pool           # idle StreamSends (see stream.pyx, writing)
+    cdef object spare_sends       # idle StreamSends, linked by next_spare (stream.pyx, writing)
+    cdef Py_ssize_t spare_send_count
     cdef list send_flushes        # DatagramTransports to flush before the enter
     cdef unsigned links_submitted # chained sends prepared since the last enter
     cdef list zcrx_users          # ZeroCopyReceive bound to this loop's thread

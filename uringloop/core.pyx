@@ -482,7 +482,6 @@ cdef class RingLoop:
         self.readers = {}
         self.writers = {}
         self.accepting = {}
-        self.send_pool = []
         self.send_flushes = []
         self.zcrx_users = []
         self.recv_leftover = {}
@@ -1416,7 +1415,8 @@ cdef class RingLoop:
         cdef io_uring_sqe *sqe
         cdef int ret
         cdef double deadline
-        self.send_pool.clear()     # (each refers to the loop)
+        self.spare_sends = None     # (each refers to the loop)
+        self.spare_send_count = 0
         if not self.ring_open:
             return
         self.draining = True

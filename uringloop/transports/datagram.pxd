@@ -11,7 +11,8 @@ cdef class DatagramTransport(BaseTransport):
     cdef bint flush_scheduled        # in loop.send_flushes
     cdef bint blocked                # the socket said EAGAIN: wait for POLLOUT
     cdef DatagramWritable writable_op
-    cdef list spare_ops              # DatagramSends to reuse
+    cdef DatagramSend spare_ops      # DatagramSends to reuse, linked by next_spare
+    cdef Py_ssize_t spare_count
     cdef Py_ssize_t chain_limit      # links in the next chain (see flush_sends)
     cdef Py_ssize_t chain_sent       # links of the chain in flight sent so far
     cdef Py_ssize_t chains, links, links_again   # get_extra_info('send_chains')
@@ -25,6 +26,8 @@ cdef class DatagramTransport(BaseTransport):
     cdef ssize_t send_direct(self, char *buf, size_t size, sockaddr_storage *addr,
                              socklen_t addrlen)
     cdef DatagramSend new_send_op(self)
+    cdef DatagramSend take_send_op(self)
+    cdef int keep_send_op(self, DatagramSend op) except -1
     cdef int send_queued_now(self) except -1
     cdef int address_to_c(self, object addr, sockaddr_storage *out) except -1
     cdef int enqueue(self, object data, object addr, Py_ssize_t size) except -1
@@ -57,6 +60,7 @@ cdef class DatagramSend(Operation):
     cdef socklen_t addrlen           # 0: to the connected peer
     cdef bint zerocopy               # the request is a SEND_ZC
     cdef bint queued                 # in the transport's write_queue
+    cdef DatagramSend next_spare     # in the transport's spares
 
 
 cdef class DatagramWritable(Operation):

@@ -261,12 +261,12 @@ cdef class DatagramTransport(BaseTransport):
         is fatal, as socket.sendto()'s errors are on the selector loop."""
         cdef DatagramSend op
         cdef socklen_t addrlen = 0
-        op = self.spare_ops.pop() if self.spare_ops else self.new_send_op()
+        op = self.take_send_op()
         if addr is not None:
             try:
                 addrlen = self.address_to_c(addr, &op.addr)
             except Exception as exc:
-                self.spare_ops.append(op)
+                self.keep_send_op(op)
                 if type(data) is ZeroCopyBuffer:
                     (<ZeroCopyBuffer>data).fail(exc)
                 if isinstance(exc, OSError):
@@ -294,6 +294,27 @@ cdef class DatagramTransport(BaseTransport):
         op.context = self.context
         op.transport = self
         return op
+
+    cdef DatagramSend take_send_op(self):
+        """A spare DatagramSend, or a new one.  The spares are a linked
+        list, not a Python list: a list whose length swings by a chain's
+        length reallocates its array, and glibc's consolidation of the
+        small chunks that leaves behind showed in the echo benchmark's
+        profile (the same for the streams' StreamSends)."""
+        cdef DatagramSend op = self.spare_ops
+        if op is None:
+            return self.new_send_op()
+        self.spare_ops = op.next_spare
+        op.next_spare = None
+        self.spare_count -= 1
+        return op
+
+    cdef int keep_send_op(self, DatagramSend op) except -1:
+        if self.spare_count < SPARE_OPS_MAX:
+            op.next_spare = self.spare_ops
+            self.spare_ops = op
+            self.spare_count += 1
+        return 0
 
     cdef int schedule_flush(self) except -1:
         if not self.flush_scheduled:
@@ -550,9 +571,7 @@ cdef class DatagramTransport(BaseTransport):
         if op.queued or op.in_flight:
             return 0
         op.data = None
-        if len(self.spare_ops) < SPARE_OPS_MAX:
-            self.spare_ops.append(op)
-        return 0
+        return self.keep_send_op(op)
 
     def get_extra_info(self, name, default=None):
         """As BaseTransport; 'zerocopy' gives the zero-copy statistics,
@@ -622,7 +641,6 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.protocol = protocol
     tr.protocol_connected = True
     tr.write_queue = collections.deque()
-    tr.spare_ops = []
     tr.chain_limit = CHAIN_MAX
     tr.paused_datagrams = []
     tr.set_limits(None, None)

@@ -80,5 +80,6 @@ cdef class StreamSend(Operation):
     cdef StreamTransport transport
     cdef object held                 # the chunks the kernel is reading
     cdef object queue                # the write queue of the transport it serves
+    cdef StreamSend next_spare       # in the loop's list of idle ones
     cdef msghdr msg
     cdef iovec *iov                  # MAX_IOV entries, allocated at the first SENDMSG

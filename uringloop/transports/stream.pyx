@@ -714,11 +714,13 @@ cdef class StreamTransport(BaseTransport):
         return self.send_completed(res, True)
 
     cdef int take_sender(self) except -1:
-        """Borrow a StreamSend and its (empty) queue from the loop."""
-        cdef StreamSend op
-        pool = self.loop.send_pool
-        if pool:
-            op = pool.pop()
+        """Borrow a StreamSend and its (empty) queue from the loop (its
+        idle ones are a linked list: see DatagramTransport.take_send_op)."""
+        cdef StreamSend op = self.loop.spare_sends
+        if op is not None:
+            self.loop.spare_sends = op.next_spare
+            self.loop.spare_send_count -= 1
+            op.next_spare = None
         else:
             op = StreamSend.__new__(StreamSend)
             op.loop = self.loop
@@ -739,8 +741,10 @@ cdef class StreamTransport(BaseTransport):
         op.transport = None
         op.context = None
         op.held = None
-        if len(self.loop.send_pool) < SEND_POOL_MAX:
-            self.loop.send_pool.append(op)
+        if self.loop.spare_send_count < SEND_POOL_MAX:
+            op.next_spare = self.loop.spare_sends
+            self.loop.spare_sends = op
+            self.loop.spare_send_count += 1
         return 0
 
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1:
