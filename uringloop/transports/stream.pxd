@@ -80,6 +80,8 @@ cdef class StreamSend(Operation):
     cdef StreamTransport transport
     cdef object held                 # the chunks the kernel is reading
     cdef object queue                # the write queue of the transport it serves
+    cdef object queue_append         # its bound append and popleft: a method
+    cdef object queue_popleft        # looked up per call cost 5% of a 1 KiB echo
     cdef StreamSend next_spare       # in the loop's list of idle ones
     cdef msghdr msg
     cdef iovec *iov                  # MAX_IOV entries, allocated at the first SENDMSG

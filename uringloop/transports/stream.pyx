@@ -468,13 +468,13 @@ cdef class StreamTransport(BaseTransport):
         cdef Py_ssize_t n, pos = 0, size
         if type(data) is ZeroCopyPiece:
             return self.deliver_piece(<ZeroCopyPiece>data)
-        size = len(data)
         try:
             if not self.buffered_protocol:
                 self.protocol.data_received(data)
                 return 0
             # bytes for a BufferedProtocol (kept from a pause, or received
             # before the protocol was swapped): copy into its buffers
+            size = len(data)
             view = memoryview(data)
             while pos < size:
                 buf = self.protocol.get_buffer(size - pos)
@@ -613,7 +613,7 @@ cdef class StreamTransport(BaseTransport):
                 self.zc.plain_bytes += sent
         if self.send_op is None:
             self.take_sender()
-        self.write_queue.append(data)
+        self.send_op.queue_append(data)
         self.write_buffer_size += size - sent
         if sent:
             self.head_offset = sent         # (the queue was empty)
@@ -725,6 +725,8 @@ cdef class StreamTransport(BaseTransport):
             op = StreamSend.__new__(StreamSend)
             op.loop = self.loop
             op.queue = collections.deque()
+            op.queue_append = op.queue.append
+            op.queue_popleft = op.queue.popleft
         op.transport = self
         op.context = self.context
         self.send_op = op
@@ -775,7 +777,7 @@ cdef class StreamTransport(BaseTransport):
             if left >= chunk_len(chunk) - self.head_offset:
                 left -= chunk_len(chunk) - self.head_offset
                 self.head_offset = 0
-                self.write_queue.popleft()
+                self.send_op.queue_popleft()
                 if type(chunk) is ZeroCopyBuffer:
                     (<ZeroCopyBuffer>chunk).sent = True
                     (<ZeroCopyBuffer>chunk).finish_if_released()
