@@ -635,8 +635,14 @@ cdef class RingLoop:
             # us: the system call would return at once with nothing.
             return self.reap_after_enter(held)
         self.ensure_enabled()
-        with nogil:
-            ret = ul_ring_enter(&self.ring, wait_nr, timeout_ns)
+        if timeout_ns == 0:
+            # Returns without sleeping: keep the GIL, whose release and
+            # retake (a mutex and a condition variable each way) were 1.7%
+            # of a 1 KiB echo server's user time.
+            ret = ul_ring_enter(&self.ring, wait_nr, 0)
+        else:
+            with nogil:
+                ret = ul_ring_enter(&self.ring, wait_nr, timeout_ns)
         if ret < 0:
             if ret == -EINTR:
                 PyErr_CheckSignals()

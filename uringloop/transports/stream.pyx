@@ -583,15 +583,15 @@ cdef class StreamTransport(BaseTransport):
             raise RuntimeError('unable to write; sendfile is in progress')
         if type(data) is not bytes:
             data = bytes(data)     # the caller may reuse its buffer at once
-        if not data:
+        cdef Py_ssize_t size = len(<bytes>data)
+        cdef Py_ssize_t sent = 0
+        if size == 0:
             return
         if self.conn_lost:
             if self.conn_lost >= constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES:
                 logger.warning('socket.send() raised exception.')
             self.conn_lost += 1
             return
-        cdef Py_ssize_t size = len(<bytes>data)
-        cdef Py_ssize_t sent = 0
         if (size >= DIRECT_SEND_FROM and self.send_op is None
                 and not self.zc.may_want(size)):
             # A large write with nothing queued: send(2) now, as the
