@@ -20,7 +20,7 @@ from typing import Any as _Any, TypeVar as _TypeVar
 from .core import Loop, RegisteredBuffer, RingUnavailableError, ZeroCopyReceive, features
 from .core import (SOL_URINGLOOP, SO_ZEROCOPY, ZC_ALWAYS, ZC_AUTO, ZC_MODE,
                    RefillQueue, ZeroCopyPiece, zcrx_offset, zcrx_split,
-                   ZC_NEVER, ZC_THRESHOLD, ZeroCopyResult, set_zerocopy)
+                   ZC_NEVER, ZC_THRESHOLD, ZeroCopyFuture, ZeroCopyResult, set_zerocopy)
 # The classes uringloop's transports report (isinstance() holds), typed
 # with the zero-copy methods they add (see core.pyi).
 from .core import AsyncioStreamTransport as StreamTransport
@@ -29,7 +29,7 @@ from .core import AsyncioDatagramTransport as DatagramTransport
 __all__ = ("run", "new_event_loop", "install", "EventLoopPolicy", "Loop",
            "RingUnavailableError", "features", "SOL_URINGLOOP", "SO_ZEROCOPY",
            "ZC_MODE", "ZC_THRESHOLD", "ZC_AUTO", "ZC_ALWAYS", "ZC_NEVER",
-           "ZeroCopyResult", "set_zerocopy", "RegisteredBuffer", "ZeroCopyReceive",
+           "ZeroCopyResult", "ZeroCopyFuture", "set_zerocopy", "RegisteredBuffer", "ZeroCopyReceive",
            "ZeroCopyPiece", "RefillQueue", "zcrx_offset", "zcrx_split",
            "StreamTransport", "DatagramTransport")
 __version__ = "0.1.0.dev0"

@@ -3,7 +3,9 @@
 # stubtest (tests/test_typing.py); the internals (operations, transports'
 # implementation classes) are not part of the API and not listed.
 import asyncio
+import contextvars
 import socket
+from collections.abc import Callable, Generator
 from types import TracebackType
 from typing import Any, NamedTuple, final
 
@@ -11,7 +13,7 @@ from typing_extensions import Buffer
 
 __all__ = (
     'Loop', 'RingUnavailableError', 'features', 'set_zerocopy', 'ZeroCopyResult',
-    'RegisteredBuffer', 'ZeroCopyReceive', 'ZeroCopyPiece', 'RefillQueue',
+    'ZeroCopyFuture', 'RegisteredBuffer', 'ZeroCopyReceive', 'ZeroCopyPiece', 'RefillQueue',
     'zcrx_offset', 'zcrx_split', 'AsyncioStreamTransport', 'AsyncioDatagramTransport',
     'SOL_URINGLOOP', 'SO_ZEROCOPY', 'ZC_MODE', 'ZC_THRESHOLD', 'ZC_AUTO',
     'ZC_ALWAYS', 'ZC_NEVER',
@@ -33,6 +35,24 @@ class RingUnavailableError(OSError):
 class ZeroCopyResult(NamedTuple):
     nbytes: int
     zerocopy: bool
+
+
+@final
+class ZeroCopyFuture:
+    # made by write_zerocopy() / sendto_zerocopy() only; an asyncio.Future
+    # in all but its type (asyncio.isfuture() holds)
+    _asyncio_future_blocking: bool
+    def done(self) -> bool: ...
+    def cancelled(self) -> bool: ...
+    def result(self) -> ZeroCopyResult: ...
+    def exception(self) -> BaseException | None: ...
+    def add_done_callback(self, fn: Callable[[ZeroCopyFuture], object], *,
+                          context: contextvars.Context | None = None) -> None: ...
+    def remove_done_callback(self, fn: Callable[[ZeroCopyFuture], object]) -> int: ...
+    def cancel(self, msg: Any | None = None) -> bool: ...
+    def get_loop(self) -> asyncio.AbstractEventLoop: ...
+    def __await__(self) -> Generator[Any, None, ZeroCopyResult]: ...
+    def __iter__(self) -> Generator[Any, None, ZeroCopyResult]: ...
 
 
 def features() -> dict[str, Any]: ...
@@ -145,9 +165,9 @@ class Loop(asyncio.BaseEventLoop):
 # the methods uringloop's transports add: uringloop.StreamTransport and
 # uringloop.DatagramTransport narrow a transport to them.
 class AsyncioStreamTransport(asyncio.Transport):
-    def write_zerocopy(self, buf: Buffer) -> asyncio.Future[ZeroCopyResult]: ...
+    def write_zerocopy(self, buf: Buffer) -> ZeroCopyFuture: ...
 
 
 class AsyncioDatagramTransport(asyncio.DatagramTransport):
     def sendto_zerocopy(self, buf: Buffer, addr: Any = None
-                        ) -> asyncio.Future[ZeroCopyResult]: ...
+                        ) -> ZeroCopyFuture: ...

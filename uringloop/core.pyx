@@ -68,6 +68,7 @@ from .includes.ring cimport *
 # them); everything else here is the loop's own.
 __all__ = (
     'Loop', 'RingUnavailableError', 'features', 'set_zerocopy', 'ZeroCopyResult',
+    'ZeroCopyFuture',
     'RegisteredBuffer', 'ZeroCopyReceive', 'ZeroCopyPiece', 'RefillQueue',
     'zcrx_offset', 'zcrx_split', 'AsyncioStreamTransport', 'AsyncioDatagramTransport',
     'SOL_URINGLOOP', 'SO_ZEROCOPY', 'ZC_MODE', 'ZC_THRESHOLD', 'ZC_AUTO',

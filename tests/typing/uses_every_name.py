@@ -8,7 +8,7 @@ import uringloop
 import uringloop.gunicorn
 from uringloop import (DatagramTransport, EventLoopPolicy, Loop, RefillQueue,
                        RegisteredBuffer, RingUnavailableError, StreamTransport,
-                       ZeroCopyPiece, ZeroCopyReceive, ZeroCopyResult)
+                       ZeroCopyFuture, ZeroCopyPiece, ZeroCopyReceive, ZeroCopyResult)
 
 
 class Echo(asyncio.Protocol):
@@ -44,7 +44,14 @@ async def main() -> int:
     dgram, _ = await loop.create_datagram_endpoint(asyncio.DatagramProtocol,
                                                    remote_addr=("127.0.0.1", 9))
     if isinstance(dgram, DatagramTransport):
-        await dgram.sendto_zerocopy(b"y" * 1000)
+        pending: ZeroCopyFuture = dgram.sendto_zerocopy(b"y" * 1000)
+        pending.add_done_callback(lambda f: None)
+        if not pending.done() and not pending.cancelled():
+            # (asyncio.wait() takes it too, but typeshed types wait() for
+            # Future subclasses only)
+            await asyncio.shield(pending)
+            assert pending.exception() is None
+        await asyncio.gather(pending, asyncio.wait_for(pending, 1))
 
     listener = socket.create_server(("127.0.0.1", 0))
     receive = ZeroCopyReceive("eth0", queue=1, area_size=1 << 24, refill_entries=1024)

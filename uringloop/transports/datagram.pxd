@@ -52,7 +52,7 @@ cdef class DatagramRecv(Operation):
 cdef class DatagramSend(Operation):
     # One queued datagram, and the request that sends it.
     cdef DatagramTransport transport
-    cdef object data                 # bytes or ZeroCopyBuffer, held while
+    cdef object data                 # bytes or ZeroCopyFuture, held while
                                      # queued and until the last CQE (F_NOTIF
                                      # for ZC)
     cdef iovec iov                   # where the datagram is, and its size

@@ -267,8 +267,8 @@ cdef class DatagramTransport(BaseTransport):
                 addrlen = self.address_to_c(addr, &op.addr)
             except Exception as exc:
                 self.keep_send_op(op)
-                if type(data) is ZeroCopyBuffer:
-                    (<ZeroCopyBuffer>data).fail(exc)
+                if type(data) is ZeroCopyFuture:
+                    (<ZeroCopyFuture>data).fail(exc)
                 if isinstance(exc, OSError):
                     self.protocol.error_received(exc)
                 else:
@@ -406,27 +406,27 @@ cdef class DatagramTransport(BaseTransport):
         buffer, best a RegisteredBuffer from loop.zerocopy_buffer(), whose
         sends pin no pages), in order with sendto().
 
-        Returns a Future that resolves, once the kernel has let go of buf,
-        to ZeroCopyResult(nbytes, zerocopy); buf stays exported until then.
+        Returns a ZeroCopyFuture (an asyncio.Future in all but its type)
+        that resolves, once the kernel has let go of buf, to
+        ZeroCopyResult(nbytes, zerocopy); buf stays exported until then.
         A send error goes to protocol.error_received() and to the future.
         Raises ValueError for a non-contiguous buffer or an address on a
         connected transport, TypeError for a non-buffer."""
-        cdef ZeroCopyBuffer zb
+        cdef ZeroCopyFuture zb
         if addr is not None and self.address is not None:
             if addr != self.address:
                 raise ValueError(f'Invalid address: must be None or {self.address}')
             addr = None
         zb = new_zerocopy_buffer(self.loop, buf)
-        fut = zb.future
         if zb.view.len == 0 or self.conn_lost:
             if self.conn_lost:
                 zb.fail(ConnectionError('the transport is closed'))
             else:
                 zb.sent = True
                 zb.finish_if_released()
-            return fut
+            return zb
         self.enqueue(zb, addr, zb.view.len)
-        return fut
+        return zb
 
     cdef int flush_sends(self) except -1:
         """Write the queued datagrams as one chain (see above); called
@@ -477,7 +477,7 @@ cdef class DatagramTransport(BaseTransport):
     cdef int prep_link(self, DatagramSend op, bint link) except -1:
         cdef io_uring_sqe *sqe
         cdef object data = op.data
-        cdef bint fixed = type(data) is ZeroCopyBuffer and (<ZeroCopyBuffer>data).buf_index >= 0
+        cdef bint fixed = type(data) is ZeroCopyFuture and (<ZeroCopyFuture>data).buf_index >= 0
         cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0
         cdef int msg_flags = MSG_NOSIGNAL | MSG_DONTWAIT
         op.zerocopy = self.zc.wants(data, op.iov.iov_len)
@@ -488,7 +488,7 @@ cdef class DatagramTransport(BaseTransport):
         if op.zerocopy and fixed:
             # from a registered buffer: no pages to pin
             ul_prep_send_zc_fixed(sqe, self.fd, op.iov.iov_base, op.iov.iov_len,
-                                  msg_flags, zc_flags, (<ZeroCopyBuffer>data).buf_index)
+                                  msg_flags, zc_flags, (<ZeroCopyFuture>data).buf_index)
             self.zc.fixed_sends += 1
         elif op.zerocopy:
             ul_prep_send_zc(sqe, self.fd, op.iov.iov_base, op.iov.iov_len, msg_flags, zc_flags)
@@ -500,8 +500,8 @@ cdef class DatagramTransport(BaseTransport):
             ul_sqe_set_flags(sqe, IOSQE_IO_LINK)
         if op.zerocopy:
             self.zc.notifs_pending += 1
-            if type(data) is ZeroCopyBuffer:
-                (<ZeroCopyBuffer>data).zc_inflight += 1
+            if type(data) is ZeroCopyFuture:
+                (<ZeroCopyFuture>data).zc_inflight += 1
         return 0
 
     cdef int link_completed(self, DatagramSend op, int32_t res) except -1:
@@ -527,9 +527,9 @@ cdef class DatagramTransport(BaseTransport):
                 op.queued = False
                 self.chain_sent += 1
                 self.write_buffer_size -= op.iov.iov_len
-                if type(op.data) is ZeroCopyBuffer:
-                    (<ZeroCopyBuffer>op.data).sent = True
-                    (<ZeroCopyBuffer>op.data).finish_if_released()
+                if type(op.data) is ZeroCopyFuture:
+                    (<ZeroCopyFuture>op.data).sent = True
+                    (<ZeroCopyFuture>op.data).finish_if_released()
             elif would_block(res):
                 self.blocked = True
                 self.links_again += 1
@@ -591,8 +591,8 @@ cdef class DatagramTransport(BaseTransport):
         self.write_queue.popleft()
         op.queued = False
         self.write_buffer_size -= op.iov.iov_len
-        if type(op.data) is ZeroCopyBuffer:
-            (<ZeroCopyBuffer>op.data).fail(exc)
+        if type(op.data) is ZeroCopyFuture:
+            (<ZeroCopyFuture>op.data).fail(exc)
         self.send_op_done(op)
         self.protocol.error_received(exc)
 
@@ -600,8 +600,8 @@ cdef class DatagramTransport(BaseTransport):
         cdef DatagramSend op
         for op in self.write_queue:
             op.queued = False
-            if type(op.data) is ZeroCopyBuffer:
-                (<ZeroCopyBuffer>op.data).fail(exc)
+            if type(op.data) is ZeroCopyFuture:
+                (<ZeroCopyFuture>op.data).fail(exc)
             self.send_op_done(op)
         self.write_queue.clear()
         self.write_buffer_size = 0

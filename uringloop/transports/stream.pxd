@@ -19,7 +19,7 @@ cdef class StreamTransport(BaseTransport):
     cdef Py_ssize_t direct_sends     # writes sent whole by send(2) in write()
     cdef StreamPoll poll_op          # made at the first direct read
 
-    cdef object write_queue          # deque of bytes / ZeroCopyBuffer, oldest first;
+    cdef object write_queue          # deque of bytes / ZeroCopyFuture, oldest first;
                                      # send_op's, None while nothing is queued
     cdef Py_ssize_t head_offset      # bytes of write_queue[0] already sent
     cdef bint eof_written            # write_eof() was called

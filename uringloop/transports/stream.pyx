@@ -126,13 +126,13 @@ cdef extern from *:
 cdef inline char *chunk_ptr(object chunk):
     if type(chunk) is bytes:
         return PyBytes_AS_STRING(chunk)
-    return <char *>(<ZeroCopyBuffer>chunk).view.buf
+    return <char *>(<ZeroCopyFuture>chunk).view.buf
 
 
 cdef inline Py_ssize_t chunk_len(object chunk):
     if type(chunk) is bytes:
         return len(<bytes>chunk)
-    return (<ZeroCopyBuffer>chunk).view.len
+    return (<ZeroCopyFuture>chunk).view.len
 
 
 @cython.final
@@ -680,18 +680,18 @@ cdef class StreamTransport(BaseTransport):
         op.transport = self
         op.chunk = head
         sqe = self.loop.sqe_for(op)
-        if type(head) is ZeroCopyBuffer and (<ZeroCopyBuffer>head).buf_index >= 0:
+        if type(head) is ZeroCopyFuture and (<ZeroCopyFuture>head).buf_index >= 0:
             # from a registered buffer: no pages pinned for this send
             ul_prep_send_zc_fixed(sqe, self.fd, chunk_ptr(head) + self.head_offset,
                                   <size_t>(chunk_len(head) - self.head_offset), MSG_NOSIGNAL,
-                                  zc_flags, (<ZeroCopyBuffer>head).buf_index)
+                                  zc_flags, (<ZeroCopyFuture>head).buf_index)
             self.zc.fixed_sends += 1
         else:
             ul_prep_send_zc(sqe, self.fd, chunk_ptr(head) + self.head_offset,
                             <size_t>(chunk_len(head) - self.head_offset), MSG_NOSIGNAL,
                             zc_flags)
-        if type(head) is ZeroCopyBuffer:
-            (<ZeroCopyBuffer>head).zc_inflight += 1
+        if type(head) is ZeroCopyFuture:
+            (<ZeroCopyFuture>head).zc_inflight += 1
         self.zc.notifs_pending += 1
         self.zc_send_op = op
         self.send_armed = True
@@ -778,9 +778,9 @@ cdef class StreamTransport(BaseTransport):
                 left -= chunk_len(chunk) - self.head_offset
                 self.head_offset = 0
                 self.send_op.queue_popleft()
-                if type(chunk) is ZeroCopyBuffer:
-                    (<ZeroCopyBuffer>chunk).sent = True
-                    (<ZeroCopyBuffer>chunk).finish_if_released()
+                if type(chunk) is ZeroCopyFuture:
+                    (<ZeroCopyFuture>chunk).sent = True
+                    (<ZeroCopyFuture>chunk).finish_if_released()
             else:
                 self.head_offset += left
                 left = 0
@@ -805,27 +805,27 @@ cdef class StreamTransport(BaseTransport):
         mmap, or a RegisteredBuffer from loop.zerocopy_buffer(), whose sends
         pin no pages) without copying it, in order with write().
 
-        Returns a Future that resolves, once the kernel has let go of buf,
-        to ZeroCopyResult(nbytes, zerocopy) -- zerocopy False when the kernel
+        Returns a ZeroCopyFuture (an asyncio.Future in all but its type)
+        that resolves, once the kernel has let go of buf, to
+        ZeroCopyResult(nbytes, zerocopy) -- zerocopy False when the kernel
         copied after all or zero-copy is off for this transport.  Until then
         buf stays exported (a bytearray cannot be resized); cancelling the
         future does not release it earlier.  Counts toward the write buffer
         size like write().  Raises ValueError for a non-contiguous buffer,
         TypeError for a non-buffer, RuntimeError after write_eof()."""
-        cdef ZeroCopyBuffer zb
+        cdef ZeroCopyFuture zb
         if self.eof_written:
             raise RuntimeError('Cannot call write_zerocopy() after write_eof()')
         if self.empty_waiter is not None:
             raise RuntimeError('unable to write; sendfile is in progress')
         zb = new_zerocopy_buffer(self.loop, buf)
-        fut = zb.future
         if zb.view.len == 0 or self.conn_lost:
             zb.sent = True
             if self.conn_lost:
                 zb.fail(ConnectionError('the transport is closed'))
             else:
                 zb.finish_if_released()
-            return fut
+            return zb
         if self.send_op is None:
             self.take_sender()
         self.write_queue.append(zb)
@@ -833,7 +833,7 @@ cdef class StreamTransport(BaseTransport):
         if not self.send_armed:
             self.submit_send()
         self.maybe_pause_protocol()
-        return fut
+        return zb
 
     def get_extra_info(self, name, default=None):
         """As BaseTransport; 'zerocopy' gives the zero-copy statistics."""
@@ -909,8 +909,8 @@ cdef class StreamTransport(BaseTransport):
         self.stop_reading()
         if self.write_queue:
             for chunk in self.write_queue:
-                if type(chunk) is ZeroCopyBuffer:
-                    (<ZeroCopyBuffer>chunk).fail(
+                if type(chunk) is ZeroCopyFuture:
+                    (<ZeroCopyFuture>chunk).fail(
                         ConnectionError('the transport was closed before the data was sent'))
             self.write_queue.clear()
             self.write_buffer_size = 0

@@ -18,21 +18,32 @@ cdef class ZeroCopyPolicy:
     cdef note_notification(self, int32_t res)
 
 
-cdef class ZeroCopyBuffer:
+cdef class ZeroCopyFuture:
+    # the send: the caller's buffer, exported until the kernel lets go
     cdef Py_buffer view
     cdef bint has_view
-    cdef object future
+    cdef Py_ssize_t nbytes
     cdef int zc_inflight             # SEND_ZC requests still holding it
     cdef bint sent                   # left the write queue
     cdef bint any_copied
     cdef bint any_zerocopy
     cdef object error                # set when dropped before it was sent
     cdef int buf_index               # registered-buffer slot holding it, or -1
+    # the future
+    cdef RingLoop loop
+    cdef int state                   # FUTURE_PENDING, _RESULT, _EXCEPTION, _CANCELLED
+    cdef object outcome              # the ZeroCopyResult or the exception
+    cdef object cancel_message
+    cdef list callbacks              # [(fn, context)], or None
+    cdef bint log_exception          # an exception nobody retrieved yet
+    cdef public bint _asyncio_future_blocking
 
     cdef int finish_if_released(self) except -1
     cdef int fail(self, object exc) except -1
+    cdef int settle(self, int state, object outcome) except -1
+    cdef object cancelled_error(self)
 
 
 cdef class ZcSend(Operation):
     cdef StreamTransport transport
-    cdef object chunk                # bytes or ZeroCopyBuffer, until F_NOTIF
+    cdef object chunk                # bytes or ZeroCopyFuture, until F_NOTIF
