@@ -279,7 +279,7 @@ cdef class DatagramTransport(BaseTransport):
         op.iov.iov_base = chunk_ptr(data)
         op.iov.iov_len = size
         op.queued = True
-        self.write_queue.append(op)
+        self.queue_append(op)
         self.write_buffer_size += size
         if self.blocked:
             self.wait_writable()
@@ -385,7 +385,7 @@ cdef class DatagramTransport(BaseTransport):
             if n < 0:
                 self.datagram_failed(op, convert_error(n))
                 continue
-            self.write_queue.popleft()
+            self.queue_popleft()
             op.queued = False
             self.write_buffer_size -= op.iov.iov_len
             self.send_op_done(op)
@@ -523,7 +523,7 @@ cdef class DatagramTransport(BaseTransport):
                 # succeeds: a sent datagram is the queue's head
                 if UL_DEBUG_BUILD and self.write_queue[0] is not op:
                     Py_FatalError(b'uringloop: a chained datagram sent out of order')
-                self.write_queue.popleft()
+                self.queue_popleft()
                 op.queued = False
                 self.chain_sent += 1
                 self.write_buffer_size -= op.iov.iov_len
@@ -588,7 +588,7 @@ cdef class DatagramTransport(BaseTransport):
     cdef datagram_failed(self, DatagramSend op, object exc):
         """The head datagram could not be sent: the protocol hears of it,
         as from the selector loop, and so does a zero-copy send's future."""
-        self.write_queue.popleft()
+        self.queue_popleft()
         op.queued = False
         self.write_buffer_size -= op.iov.iov_len
         if type(op.data) is ZeroCopyFuture:
@@ -641,6 +641,8 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.protocol = protocol
     tr.protocol_connected = True
     tr.write_queue = collections.deque()
+    tr.queue_append = tr.write_queue.append
+    tr.queue_popleft = tr.write_queue.popleft
     tr.chain_limit = CHAIN_MAX
     tr.paused_datagrams = []
     tr.set_limits(None, None)

@@ -18,6 +18,12 @@ cdef class ZeroCopyPolicy:
     cdef note_notification(self, int32_t res)
 
 
+cdef class UnretrievedError:
+    cdef object loop
+    cdef object exception
+    cdef str future_repr
+
+
 cdef class ZeroCopyFuture:
     # the send: the caller's buffer, exported until the kernel lets go
     cdef Py_buffer view
@@ -32,16 +38,18 @@ cdef class ZeroCopyFuture:
     # the future
     cdef RingLoop loop
     cdef int state                   # FUTURE_PENDING, _RESULT, _EXCEPTION, _CANCELLED
-    cdef object outcome              # the ZeroCopyResult or the exception
+    cdef object outcome              # the exception, or the ZeroCopyResult once made
+    cdef bint whole_zerocopy         # the result's zerocopy
     cdef object cancel_message
     cdef list callbacks              # [(fn, context)], or None
-    cdef bint log_exception          # an exception nobody retrieved yet
+    cdef UnretrievedError reporter   # with an exception nobody retrieved yet
     cdef public bint _asyncio_future_blocking
 
     cdef int finish_if_released(self) except -1
     cdef int fail(self, object exc) except -1
     cdef int settle(self, int state, object outcome) except -1
     cdef object cancelled_error(self)
+    cdef int retrieved(self) except -1
 
 
 cdef class ZcSend(Operation):
