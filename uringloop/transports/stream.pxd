@@ -57,6 +57,8 @@ cdef class StreamTransport(BaseTransport):
     cdef int deliver_eof(self) except -1
     cdef int submit_send(self) except -1
     cdef int submit_send_zc(self, object head) except -1
+    cdef Py_ssize_t zc_batch(self, object head)
+    cdef int submit_sendmsg_zc(self, ZcSend op, Py_ssize_t n, unsigned zc_flags) except -1
     cdef int zc_send_completed(self, int32_t res) except -1
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1
     cdef int send_result(self, int32_t res, bint zerocopy) except -1

@@ -9,6 +9,7 @@ cdef class ZeroCopyPolicy:
     cdef Py_ssize_t zc_sends, zc_bytes, copied_reports, clean_reports
     cdef Py_ssize_t notifs_pending, plain_sends, plain_bytes
     cdef Py_ssize_t fixed_sends      # zero-copy sends from registered buffers
+    cdef Py_ssize_t batched_sends    # SENDMSG_ZC requests of several chunks
     cdef Py_ssize_t warmup_bytes     # auto mode: sent ordinarily before probing
 
     cdef bint wants(self, object chunk, Py_ssize_t size)
@@ -54,4 +55,7 @@ cdef class ZeroCopyFuture:
 
 cdef class ZcSend(Operation):
     cdef StreamTransport transport
-    cdef object chunk                # bytes or ZeroCopyFuture, until F_NOTIF
+    cdef object chunk                # bytes or ZeroCopyFuture, until F_NOTIF;
+                                     # a list of them for a SENDMSG_ZC
+    cdef msghdr msg                  # (SENDMSG_ZC)
+    cdef iovec *iov

@@ -150,6 +150,7 @@ cdef class ZeroCopyPolicy:
             'zerocopy_sends': self.zc_sends,
             'zerocopy_bytes': self.zc_bytes,
             'registered_buffer_sends': self.fixed_sends,
+            'batched_sends': self.batched_sends,
             'copied_reports': self.copied_reports,
             'zerocopy_reports': self.clean_reports,
             'notifications_pending': self.notifs_pending,
@@ -454,15 +455,14 @@ cdef class UnretrievedError:
 
 cdef int zc_notified(ZeroCopyPolicy zc, object chunk, int32_t res) except -1:
     """A SEND_ZC(MSG)'s notification CQE: the kernel let go of the pages of
-    `chunk` (bytes or ZeroCopyFuture); res says whether it copied."""
+    `chunk` (bytes or ZeroCopyFuture, or a list of them: a stream's
+    SENDMSG_ZC); res says whether it copied."""
     zc.note_notification(res)
-    if type(chunk) is ZeroCopyFuture:
-        (<ZeroCopyFuture>chunk).zc_inflight -= 1
-        if <uint32_t>res & IORING_NOTIF_USAGE_ZC_COPIED:
-            (<ZeroCopyFuture>chunk).any_copied = True
-        else:
-            (<ZeroCopyFuture>chunk).any_zerocopy = True
-        (<ZeroCopyFuture>chunk).finish_if_released()
+    if type(chunk) is list:
+        for c in <list>chunk:
+            chunk_released(c, res, True)
+    else:
+        chunk_released(chunk, res, True)
     return 0
 
 
@@ -470,10 +470,26 @@ cdef int zc_failed_early(ZeroCopyPolicy zc, object chunk) except -1:
     """A SEND_ZC(MSG) whose first CQE came without IORING_CQE_F_MORE: it
     failed before taking the data, and no notification follows."""
     zc.notifs_pending -= 1
-    if type(chunk) is ZeroCopyFuture:
-        (<ZeroCopyFuture>chunk).zc_inflight -= 1
-        (<ZeroCopyFuture>chunk).finish_if_released()
+    if type(chunk) is list:
+        for c in <list>chunk:
+            chunk_released(c, 0, False)
+    else:
+        chunk_released(chunk, 0, False)
     return 0
+
+
+cdef int chunk_released(object chunk, int32_t res, bint notified) except -1:
+    cdef ZeroCopyFuture zb
+    if type(chunk) is not ZeroCopyFuture:
+        return 0
+    zb = <ZeroCopyFuture>chunk
+    zb.zc_inflight -= 1
+    if notified:
+        if <uint32_t>res & IORING_NOTIF_USAGE_ZC_COPIED:
+            zb.any_copied = True
+        else:
+            zb.any_zerocopy = True
+    return zb.finish_if_released()
 
 
 @cython.final
@@ -493,6 +509,9 @@ cdef class ZcSend(Operation):
     cdef int release(self) except -1:
         self.chunk = None
         return 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.iov)
 
 
 class UringTransportSocket(trsock.TransportSocket):
