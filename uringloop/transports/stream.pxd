@@ -59,6 +59,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int submit_send_zc(self, object head) except -1
     cdef Py_ssize_t zc_batch(self, object head)
     cdef int submit_sendmsg_zc(self, ZcSend op, Py_ssize_t n, unsigned zc_flags) except -1
+    cdef list queued_message(self, msghdr *msg, iovec *iov, Py_ssize_t n)
     cdef int zc_send_completed(self, int32_t res) except -1
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1
     cdef int send_result(self, int32_t res, bint zerocopy) except -1

@@ -629,7 +629,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int submit_send(self) except -1:
         cdef StreamSend op = self.send_op
         cdef io_uring_sqe *sqe
-        cdef Py_ssize_t n = len(self.write_queue), i
+        cdef Py_ssize_t n = len(self.write_queue)
         head = self.write_queue[0]
         if self.zc.wants(head, chunk_len(head) - self.head_offset):
             return self.submit_send_zc(head)
@@ -647,22 +647,7 @@ cdef class StreamTransport(BaseTransport):
                 op.iov = <iovec *>PyMem_Malloc(MAX_IOV * sizeof(iovec))
                 if op.iov == NULL:
                     raise MemoryError()
-            held = []
-            for i in range(n):
-                chunk = self.write_queue[i]
-                held.append(chunk)
-                op.iov[i].iov_base = chunk_ptr(chunk)
-                op.iov[i].iov_len = chunk_len(chunk)
-            op.iov[0].iov_base = chunk_ptr(head) + self.head_offset
-            op.iov[0].iov_len -= self.head_offset
-            op.held = held
-            op.msg.msg_name = NULL
-            op.msg.msg_namelen = 0
-            op.msg.msg_iov = op.iov
-            op.msg.msg_iovlen = n
-            op.msg.msg_control = NULL
-            op.msg.msg_controllen = 0
-            op.msg.msg_flags = 0
+            op.held = self.queued_message(&op.msg, op.iov, n)
             sqe = self.loop.sqe_for(op)
             ul_prep_sendmsg(sqe, self.fd, &op.msg, MSG_NOSIGNAL)
         self.send_armed = True
@@ -698,7 +683,7 @@ cdef class StreamTransport(BaseTransport):
         cdef ZcSend op = ZcSend.__new__(ZcSend)
         cdef io_uring_sqe *sqe
         cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0
-        cdef Py_ssize_t i, n = self.zc_batch(head)
+        cdef Py_ssize_t n = self.zc_batch(head)
         op.loop = self.loop
         op.context = self.context
         op.transport = self
@@ -724,30 +709,37 @@ cdef class StreamTransport(BaseTransport):
         self.op_started()
         return 0
 
-    cdef int submit_sendmsg_zc(self, ZcSend op, Py_ssize_t n, unsigned zc_flags) except -1:
-        cdef io_uring_sqe *sqe
+    cdef list queued_message(self, msghdr *msg, iovec *iov, Py_ssize_t n):
+        """Point msg at the first n queued chunks (iov has room for n),
+        the head from head_offset on; return the chunks, for the request
+        to hold while the kernel reads them."""
         cdef Py_ssize_t i
         cdef list chunks = []
-        op.iov = <iovec *>PyMem_Malloc(n * sizeof(iovec))
-        if op.iov == NULL:
-            raise MemoryError()
         for i in range(n):
             chunk = self.write_queue[i]
             chunks.append(chunk)
-            op.iov[i].iov_base = chunk_ptr(chunk)
-            op.iov[i].iov_len = chunk_len(chunk)
+            iov[i].iov_base = chunk_ptr(chunk)
+            iov[i].iov_len = chunk_len(chunk)
+        iov[0].iov_base = <char *>iov[0].iov_base + self.head_offset
+        iov[0].iov_len -= self.head_offset
+        msg.msg_name = NULL
+        msg.msg_namelen = 0
+        msg.msg_iov = iov
+        msg.msg_iovlen = n
+        msg.msg_control = NULL
+        msg.msg_controllen = 0
+        msg.msg_flags = 0
+        return chunks
+
+    cdef int submit_sendmsg_zc(self, ZcSend op, Py_ssize_t n, unsigned zc_flags) except -1:
+        cdef io_uring_sqe *sqe
+        op.iov = <iovec *>PyMem_Malloc(n * sizeof(iovec))
+        if op.iov == NULL:
+            raise MemoryError()
+        op.chunk = self.queued_message(&op.msg, op.iov, n)
+        for chunk in <list>op.chunk:
             if type(chunk) is ZeroCopyFuture:
                 (<ZeroCopyFuture>chunk).zc_inflight += 1
-        op.iov[0].iov_base = <char *>op.iov[0].iov_base + self.head_offset
-        op.iov[0].iov_len -= self.head_offset
-        op.chunk = chunks
-        op.msg.msg_name = NULL
-        op.msg.msg_namelen = 0
-        op.msg.msg_iov = op.iov
-        op.msg.msg_iovlen = n
-        op.msg.msg_control = NULL
-        op.msg.msg_controllen = 0
-        op.msg.msg_flags = 0
         sqe = self.loop.sqe_for(op)
         ul_prep_sendmsg_zc(sqe, self.fd, &op.msg, MSG_NOSIGNAL, zc_flags)
         self.zc.notifs_pending += 1
