@@ -243,7 +243,8 @@ cdef object _Future = futures.Future
 
 cdef object new_future(RingLoop loop):
     """loop.create_future(), minus the Python frame of BaseEventLoop's when
-    no subclass replaced it (a zero-copy send's future is made per send)."""
+    no subclass replaced it (each sock_*() call makes one; a zero-copy
+    send's future is a ZeroCopyFuture, transports/zerocopy.pyx)."""
     if loop.own_futures:
         return _Future(loop=loop)
     return loop.create_future()

@@ -879,7 +879,7 @@ cdef class StreamTransport(BaseTransport):
             return zb
         if self.send_op is None:
             self.take_sender()
-        self.write_queue.append(zb)
+        self.send_op.queue_append(zb)
         self.write_buffer_size += zb.view.len
         if not self.send_armed:
             self.submit_send()

@@ -458,28 +458,24 @@ cdef int zc_notified(ZeroCopyPolicy zc, object chunk, int32_t res) except -1:
     `chunk` (bytes or ZeroCopyFuture, or a list of them: a stream's
     SENDMSG_ZC); res says whether it copied."""
     zc.note_notification(res)
-    if type(chunk) is list:
-        for c in <list>chunk:
-            chunk_released(c, res, True)
-    else:
-        chunk_released(chunk, res, True)
-    return 0
+    return chunk_released(chunk, res, True)
 
 
 cdef int zc_failed_early(ZeroCopyPolicy zc, object chunk) except -1:
     """A SEND_ZC(MSG) whose first CQE came without IORING_CQE_F_MORE: it
     failed before taking the data, and no notification follows."""
     zc.notifs_pending -= 1
-    if type(chunk) is list:
-        for c in <list>chunk:
-            chunk_released(c, 0, False)
-    else:
-        chunk_released(chunk, 0, False)
-    return 0
+    return chunk_released(chunk, 0, False)
 
 
 cdef int chunk_released(object chunk, int32_t res, bint notified) except -1:
+    """The kernel let go of chunk (a list: of each of them); with
+    `notified`, res is the notification's, saying whether it copied."""
     cdef ZeroCopyFuture zb
+    if type(chunk) is list:
+        for c in <list>chunk:
+            chunk_released(c, res, notified)
+        return 0
     if type(chunk) is not ZeroCopyFuture:
         return 0
     zb = <ZeroCopyFuture>chunk
