@@ -74,6 +74,51 @@ def test_every_submitted_request_completes(uloop):
     b.close()
 
 
+class _Quiet(asyncio.Protocol):
+    def connection_lost(self, exc):
+        self.lost = exc
+
+
+def test_writes_made_in_one_callback_leave_in_one_request(uloop):
+    """write(), write() and writelines() in one callback on an idle
+    transport: one SENDMSG before the next enter, not a SEND for the first
+    chunk and, once it completes, a SENDMSG for the rest; the bytes arrive
+    in order.  An abort() in the same callback sends nothing."""
+    a, b = socket.socketpair()
+    b.setblocking(False)
+
+    async def main():
+        tr, _ = await uloop.create_connection(_Quiet, sock=a)
+        await asyncio.sleep(0)
+        for round_ in range(50):
+            before = uloop.stats()["sqes_submitted"]
+            parts = [b"head%d:" % round_, b"x" * 100, b"y" * 5000]
+            tr.write(parts[0])
+            tr.write(parts[1])
+            tr.writelines([parts[2], b";"])
+            expected = b"".join(parts) + b";"
+            await asyncio.sleep(0)
+            assert uloop.stats()["sqes_submitted"] - before == 1
+            got = bytearray()
+            while len(got) < len(expected):
+                got += await uloop.sock_recv(b, 1 << 16)
+            assert got == expected
+            assert tr.get_write_buffer_size() == 0
+
+        tr.write(b"never")
+        tr.abort()
+        assert tr.get_write_buffer_size() == 0
+        await asyncio.sleep(0.01)
+        try:
+            rest = b.recv(100)
+        except BlockingIOError:
+            rest = None
+        assert rest == b""          # closed, and nothing of b"never" sent
+
+    uloop.run_until_complete(main())
+    b.close()
+
+
 def test_requires_skips_on_a_missing_feature_and_rejects_unknown_names(monkeypatch):
     import pytest
     assert requires("RECV", "DEFER_TASKRUN").args == (False,)

@@ -58,7 +58,7 @@ cdef class RingLoop:
     cdef object accepting         # fd -> ServerAccept
     cdef object spare_sends       # idle StreamSends, linked by next_spare (stream.pyx, writing)
     cdef Py_ssize_t spare_send_count
-    cdef list send_flushes        # DatagramTransports to flush before the enter
+    cdef list send_flushes        # Stream/DatagramTransports to flush before the enter
     cdef unsigned links_submitted # chained sends prepared since the last enter
     cdef list zcrx_users          # ZeroCopyReceive bound to this loop's thread
     cdef object recv_leftover     # fd -> bytes received after a cancel

@@ -960,12 +960,16 @@ cdef class RingLoop:
                 f'File descriptor {fd!r} is used by transport {transport!r}')
 
     cdef int flush_sends(self) except -1:
-        """Hand the datagrams queued this iteration to the kernel, one
-        chain per transport (transports/datagram.pyx, sending)."""
+        """Hand what was written this iteration to the kernel: one chain of
+        datagrams per datagram transport (transports/datagram.pyx, sending),
+        one send request per stream transport (stream.pyx, writing)."""
         cdef list todo = self.send_flushes
         self.send_flushes = []
         for tr in todo:
-            (<DatagramTransport>tr).flush_sends()
+            if isinstance(tr, StreamTransport):
+                (<StreamTransport>tr).flush_send()
+            else:
+                (<DatagramTransport>tr).flush_sends()
         return 0
 
     cdef int ensure_recv_buffers(self) except -1:

@@ -25,7 +25,9 @@ cdef class StreamTransport(BaseTransport):
     cdef bint eof_written            # write_eof() was called
     cdef StreamSend send_op          # from the loop's pool while writing, or None
     cdef Operation zc_send_op        # the SEND_ZC in flight (until its first CQE)
-    cdef bint send_armed
+    cdef bint send_armed             # a send in flight, or owed
+    cdef bint send_owed              # queued since the last enter: the loop
+                                     # submits it before its next one
     cdef object empty_waiter         # future resolved when the queue drains
     cdef ZeroCopyPolicy zc
     cdef ZeroCopyReceive zcrx        # the server's zero-copy receive, or None
@@ -55,6 +57,8 @@ cdef class StreamTransport(BaseTransport):
     cdef int zc_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_eof(self) except -1
+    cdef int schedule_send(self) except -1
+    cdef int flush_send(self) except -1
     cdef int submit_send(self) except -1
     cdef int submit_send_zc(self, object head) except -1
     cdef Py_ssize_t zc_batch(self, object head)

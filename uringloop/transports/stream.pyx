@@ -35,8 +35,13 @@
 # Writing: at most one send request in flight per socket -- two sends in
 # flight on one TCP socket may be executed out of order.  write() queues the
 # data (bytes are kept by reference, mutable buffers are copied because the
-# caller may reuse them at once); when the send completes, everything queued
-# meanwhile leaves in one SENDMSG with an iovec per chunk.  This is the seam
+# caller may reuse them at once).  The request for the first chunk on an
+# idle transport is written just before the loop's next io_uring_enter
+# (schedule_send, loop.flush_sends), so what else is written in the same
+# iteration leaves with it: two write()s in one callback are one SENDMSG,
+# not a SEND and, one enter later, another (issue #16).  When a send
+# completes, everything queued meanwhile leaves in one SENDMSG with an
+# iovec per chunk.  This is the seam
 # where the zero-copy policy plugs in (submit_send picks the opcode).
 # A large write (DIRECT_SEND_FROM bytes or more) with nothing queued and no
 # zero-copy in view is sent with send(2) inside write(), as the selector
@@ -618,13 +623,31 @@ cdef class StreamTransport(BaseTransport):
         if sent:
             self.head_offset = sent         # (the queue was empty)
         if not self.send_armed:
-            self.submit_send()
+            self.schedule_send()
         self.maybe_pause_protocol()
 
     def writelines(self, list_of_data):
         """Queue each buffer of the iterable; they leave in one SENDMSG."""
         for data in list_of_data:
             self.write(data)
+
+    cdef int schedule_send(self) except -1:
+        """The first chunk queued on an idle transport: its request is
+        written before the loop's next io_uring_enter (loop.flush_sends),
+        so every chunk queued until then leaves with it in one SENDMSG."""
+        self.send_armed = True
+        self.send_owed = True
+        self.loop.send_flushes.append(self)
+        return 0
+
+    cdef int flush_send(self) except -1:
+        if not self.send_owed:
+            return 0            # aborted meanwhile (stop_io)
+        self.send_owed = False
+        self.send_armed = False
+        if self.write_queue and not self.conn_lost and self.loop.ring_open:
+            return self.submit_send()
+        return self.give_back_sender()
 
     cdef int submit_send(self) except -1:
         cdef StreamSend op = self.send_op
@@ -882,7 +905,7 @@ cdef class StreamTransport(BaseTransport):
         self.send_op.queue_append(zb)
         self.write_buffer_size += zb.view.len
         if not self.send_armed:
-            self.submit_send()
+            self.schedule_send()
         self.maybe_pause_protocol()
         return zb
 
@@ -966,6 +989,9 @@ cdef class StreamTransport(BaseTransport):
             self.write_queue.clear()
             self.write_buffer_size = 0
             self.head_offset = 0
+        if self.send_owed:
+            self.send_owed = False
+            self.send_armed = False
         if self.send_armed:
             self.loop.cancel_op(self.send_op if self.zc_send_op is None else self.zc_send_op)
         else:
