@@ -7,6 +7,38 @@ from .includes.ring cimport (ul_ring, ul_buf_ring, io_uring_sqe, msghdr, iovec,
                              sockaddr_storage, socklen_t, ul_zcrx_rq)
 
 
+# A completion taken out of a ring (Ring.next_cqe, RingLoop.dispatch_ahead)
+ctypedef struct CqeCopy:
+    uint64_t user_data
+    int32_t res
+    uint32_t flags
+    uint64_t extra                   # a CQE32 ring's first extra word
+
+ctypedef int (*make_room_fn)(object owner) except -1
+
+
+cdef class Ring:
+    # One io_uring (ring.pyx): what the loop and each zcrx queue do with one.
+    cdef ul_ring r                   # ring/ring.h's mapping and counters
+    cdef readonly bint open
+    cdef bint enabled                # (made R_DISABLED: the first user enables)
+    cdef bint big_cqes               # CQE32
+    cdef str name                    # for messages: "the loop's io_uring"
+    cdef str closed_message          # RuntimeError of sqe() once closed
+    cdef make_room_fn make_room      # the owner's reap, for a backed-up CQ
+    cdef void *owner                 # (borrowed: the owner holds the ring)
+
+    cdef int setup(self, unsigned sq, unsigned cq, unsigned flags, bint shrink) except? -1
+    cdef int enable(self) except -1
+    cdef io_uring_sqe *sqe(self) except NULL
+    cdef int submit(self) except -1
+    cdef int enter(self, unsigned wait_nr, int64_t timeout_ns) except -1
+    cdef raise_enter_error(self, int ret)
+    cdef int cancel(self, uint64_t target, unsigned flags, int fd) except -1
+    cdef bint next_cqe(self, CqeCopy *out)
+    cdef int close(self) except -1
+
+
 cdef class Operation:
     # One request the kernel may still be working on.  Life cycle:
     #   queued (SQE written, reference taken) -> in flight (submitted)
@@ -31,9 +63,7 @@ cdef class Operation:
 
 
 cdef class RingLoop:
-    cdef ul_ring ring
-    cdef bint ring_open
-    cdef bint ring_enabled
+    cdef Ring ring
     cdef unsigned char ops_supported[256]
     cdef int wakeup_fd
     cdef Operation wakeup_op
@@ -70,7 +100,6 @@ cdef class RingLoop:
     cdef BufferPool buffer_pool   # registered buffers, made on first use
 
     cdef io_uring_sqe *sqe_for(self, Operation op) except NULL
-    cdef int submit_pending(self) except -1
     cdef int cancel_op(self, Operation op) except -1
     cdef int cancel_fd(self, int fd) except -1
     cdef int wait_and_reap(self, int64_t timeout_ns, unsigned held) except -1
@@ -79,12 +108,10 @@ cdef class RingLoop:
     cdef int dispatch_ahead(self, int fd) except -1
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1
     cdef double clock(self) except? -1.0
-    cdef int ensure_enabled(self) except -1
     cdef int arm_wakeup(self) except -1
     cdef int run_ready(self) except -1
     cdef close_ring_now(self)
     cdef close_wakeup_fd(self)
-    cdef raise_enter_error(self, int ret)
     cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args)
     cdef object remove_watch(self, dict watches, object fd)
     cdef int ensure_recv_buffers(self) except -1

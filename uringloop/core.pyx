@@ -198,27 +198,6 @@ cdef unsigned CQ_ENTRIES = 16384
 cdef unsigned MIN_SQ_ENTRIES = 32
 
 
-cdef int init_ring(ul_ring *ring, unsigned sq, unsigned cq, bint shrink) except? -1:
-    """ul_ring_init, trying smaller rings on ENOMEM when `shrink`."""
-    cdef int ret, retries = 0
-    while True:
-        ret = ul_ring_init(ring, sq, cq, WANTED_SETUP_FLAGS)
-        if ret != -ENOMEM or not shrink:
-            return ret
-        if sq > MIN_SQ_ENTRIES:
-            sq = max(sq // 4, MIN_SQ_ENTRIES)
-            cq = max(cq // 4, sq * 4)
-        elif retries < 20:
-            # The kernel gives a closed ring's memory back from a work
-            # queue, a moment later (features()'s probe ring, a loop just
-            # closed): in a limit that fits one ring only, wait for it.
-            retries += 1
-            with nogil:
-                usleep(5000)
-        else:
-            return ret
-
-
 cdef bint ring_sizes(unsigned *sq, unsigned *cq) except? False:
     """SQ_ENTRIES/CQ_ENTRIES, or URINGLOOP_RING_ENTRIES="sq,cq" (each a
     power of two, cq >= sq): the stress tests use a tiny ring to drive the
@@ -249,12 +228,6 @@ cdef object new_future(RingLoop loop):
         return _Future(loop=loop)
     return loop.create_future()
 
-
-# dispatch_ahead(): a completion taken out of the ring
-ctypedef struct CqeCopy:
-    uint64_t user_data
-    int32_t res
-    uint32_t flags
 
 # reap(): no limit on the completions dispatched
 cdef unsigned REAP_ALL = 0xffffffff
@@ -435,6 +408,7 @@ cdef inline double monotonic() noexcept nogil:
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
+include "ring.pyx"
 include "operation.pyx"
 include "sockops.pyx"
 include "fdwatch.pyx"
@@ -448,12 +422,17 @@ include "transports/datagram.pyx"
 include "transports/pipes.pyx"
 
 
+cdef int loop_make_room(object loop) except -1:
+    """Ring.make_room of a loop's ring: dispatch what the completion queue
+    holds, so that the kernel takes submissions again."""
+    return (<RingLoop>loop).reap()
+
+
 cdef class RingLoop:
     """The C half of Loop: the ring, the run loop and completion dispatch."""
 
     def __cinit__(self, *args, **kwargs):
         cdef int ret
-        self.ring_open = False
         self.wakeup_fd = -1
         cdef unsigned sq_entries, cq_entries
         self.time_overridden = getattr(type(self), 'time') is not RingLoop.time
@@ -461,13 +440,15 @@ cdef class RingLoop:
                             is base_events.BaseEventLoop.create_future)
         UL_COUNT(UL_LIVE_LOOPS, 1)
         shrink = ring_sizes(&sq_entries, &cq_entries)
-        ret = init_ring(&self.ring, sq_entries, cq_entries, shrink)
+        self.ring = new_ring("this loop's io_uring", "Event loop is closed")
+        ret = self.ring.setup(sq_entries, cq_entries, WANTED_SETUP_FLAGS, shrink)
         if ret < 0:
             raise setup_error(ret)
-        self.ring_open = True
+        # a backed-up completion queue refuses submissions: reap, retry
+        self.ring.owner = <void *>self
+        self.ring.make_room = loop_make_room
         UL_COUNT(UL_LIVE_LOOP_FDS, 1)
-        self.ring_enabled = not (self.ring.setup_flags & IORING_SETUP_R_DISABLED)
-        ret = ul_ring_probe(&self.ring, self.ops_supported)
+        ret = ul_ring_probe(&self.ring.r, self.ops_supported)
         if ret < 0:
             self.close_ring_now()
             raise setup_error(ret)
@@ -502,9 +483,8 @@ cdef class RingLoop:
         UL_COUNT(UL_LIVE_LOOPS, -1)
 
     cdef close_ring_now(self):
-        if self.ring_open:
-            ul_ring_exit(&self.ring)
-            self.ring_open = False
+        if self.ring is not None and self.ring.open:
+            self.ring.close()
             UL_COUNT(UL_LIVE_LOOP_FDS, -1)
 
     cdef close_wakeup_fd(self):
@@ -515,28 +495,10 @@ cdef class RingLoop:
 
     # ---- submission -------------------------------------------------
 
-    cdef int ensure_enabled(self) except -1:
-        cdef int ret
-        if self.ring_enabled:
-            return 0
-        ret = ul_ring_enable(&self.ring)
-        if ret < 0:
-            raise OSError(-ret, f"cannot enable the io_uring: {os.strerror(-ret)}")
-        self.ring_enabled = True
-        return 0
-
     cdef io_uring_sqe *sqe_for(self, Operation op) except NULL:
         """A fresh SQE whose user_data is `op` (None: a request whose
         completion nobody reads, such as a cancel)."""
-        cdef io_uring_sqe *sqe
-        if not self.ring_open:
-            raise RuntimeError("Event loop is closed")
-        sqe = ul_get_sqe(&self.ring)
-        if sqe == NULL:
-            self.submit_pending()
-            sqe = ul_get_sqe(&self.ring)
-            if sqe == NULL:
-                raise RuntimeError("io_uring submission queue stays full")
+        cdef io_uring_sqe *sqe = self.ring.sqe()
         if op is not None:
             if UL_DEBUG_BUILD and op.in_flight:
                 # the life cycle (docs/design.md): one request per
@@ -550,47 +512,18 @@ cdef class RingLoop:
             ul_sqe_set_data(sqe, <uint64_t><uintptr_t><PyObject *>op)
         return sqe
 
-    cdef int submit_pending(self) except -1:
-        """Hand queued SQEs to the kernel now, without waiting."""
-        cdef int ret
-        self.ensure_enabled()
-        ret = ul_ring_enter(&self.ring, 0, 0)
-        if ret == -EBUSY or ret == -EAGAIN:
-            # The completion queue is backed up: make room and try once more.
-            self.reap()
-            ret = ul_ring_enter(&self.ring, 0, 0)
-        if ret < 0 and ret != -ETIME and ret != -EINTR and ret != -EBUSY and ret != -EAGAIN:
-            self.raise_enter_error(ret)
-        return 0
-
-    cdef raise_enter_error(self, int ret):
-        if ret == -EEXIST:
-            raise RuntimeError(
-                "uringloop: this loop's io_uring belongs to the thread that "
-                "first ran it; run it from that thread only")
-        raise OSError(-ret, f"io_uring_enter: {os.strerror(-ret)}")
-
     cdef int cancel_op(self, Operation op) except -1:
-        cdef io_uring_sqe *sqe
-        if not op.in_flight or op.cancel_requested or not self.ring_open:
+        if not op.in_flight or op.cancel_requested or not self.ring.open:
             return 0
         op.cancel_requested = True
-        sqe = self.sqe_for(None)
-        ul_prep_cancel(sqe, <uint64_t><uintptr_t><PyObject *>op, 0)
-        ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
-        return 0
+        return self.ring.cancel(<uint64_t><uintptr_t><PyObject *>op, 0, -1)
 
     cdef int cancel_fd(self, int fd) except -1:
         """Cancel every request on fd (used where a request waits behind a
         linked POLL_ADD, which a cancel by user_data cannot reach)."""
-        cdef io_uring_sqe *sqe
-        if not self.ring_open:
+        if not self.ring.open:
             return 0
-        sqe = self.sqe_for(None)
-        ul_prep_cancel(sqe, 0, IORING_ASYNC_CANCEL_FD | IORING_ASYNC_CANCEL_ALL)
-        sqe.fd = fd
-        ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
-        return 0
+        return self.ring.cancel(0, IORING_ASYNC_CANCEL_FD | IORING_ASYNC_CANCEL_ALL, fd)
 
     cdef int arm_wakeup(self) except -1:
         if self.wakeup_op is None:
@@ -616,7 +549,6 @@ cdef class RingLoop:
         (aiohttp's test_concurrent_close_multiple_tasks depends on it).
         Completed sends are dispatched at once all the same (dispatch_ahead;
         aiohttp's upload progress reads get_write_buffer_size())."""
-        cdef int ret
         cdef unsigned wait_nr = 0 if timeout_ns == 0 else 1
         if self.links_submitted:
             # Chained sends (DatagramTransport.flush_sends): each next link
@@ -625,31 +557,18 @@ cdef class RingLoop:
             # completion per link runs the whole chain here, not one link
             # per enter.  Every link is MSG_DONTWAIT and posts a completion
             # at once, but the count may include links already reaped (a
-            # submit_pending() since), so the enter never sleeps for them.
-            wait_nr = min(self.links_submitted, self.ring.cq_entries)
+            # submit since), so the enter never sleeps for them.
+            wait_nr = min(self.links_submitted, self.ring.r.cq_entries)
             timeout_ns = 0
             self.links_submitted = 0
-        if (timeout_ns == 0 and ul_sq_pending(&self.ring) == 0
-                and (self.ring.setup_flags & IORING_SETUP_TASKRUN_FLAG)
-                and not ul_sq_taskrun(&self.ring)
-                and not ul_cq_overflowed(&self.ring)):
+        if (timeout_ns == 0 and ul_sq_pending(&self.ring.r) == 0
+                and (self.ring.r.setup_flags & IORING_SETUP_TASKRUN_FLAG)
+                and not ul_sq_taskrun(&self.ring.r)
+                and not ul_cq_overflowed(&self.ring.r)):
             # Nothing to submit and the kernel holds no completion work for
             # us: the system call would return at once with nothing.
             return self.reap_after_enter(held)
-        self.ensure_enabled()
-        if timeout_ns == 0:
-            # Returns without sleeping: keep the GIL, whose release and
-            # retake (a mutex and a condition variable each way) were 1.7%
-            # of a 1 KiB echo server's user time.
-            ret = ul_ring_enter(&self.ring, wait_nr, 0)
-        else:
-            with nogil:
-                ret = ul_ring_enter(&self.ring, wait_nr, timeout_ns)
-        if ret < 0:
-            if ret == -EINTR:
-                PyErr_CheckSignals()
-            elif ret != -ETIME and ret != -EBUSY and ret != -EAGAIN:
-                self.raise_enter_error(ret)
+        self.ring.enter(wait_nr, timeout_ns)
         return self.reap_after_enter(held)
 
     cdef int reap_after_enter(self, unsigned held) except -1:
@@ -660,19 +579,11 @@ cdef class RingLoop:
 
     cdef int reap(self, unsigned limit=REAP_ALL) except -1:
         """Dispatch up to `limit` completions, oldest first."""
-        cdef io_uring_cqe *cqe
-        cdef uint64_t user_data
-        cdef int32_t res
-        cdef uint32_t flags
-        while limit and ul_cq_ready(&self.ring):
+        cdef CqeCopy c
+        while limit and self.ring.next_cqe(&c):
             limit -= 1
-            cqe = ul_cq_at(&self.ring, 0)
-            user_data = cqe.user_data
-            res = cqe.res
-            flags = cqe.flags
-            ul_cq_advance(&self.ring, 1)
-            if user_data != 0:
-                self.dispatch(<Operation><PyObject *><uintptr_t>user_data, res, flags)
+            if c.user_data != 0:
+                self.dispatch(<Operation><PyObject *><uintptr_t>c.user_data, c.res, c.flags)
         return 0
 
     cdef int dispatch_ahead(self, int fd) except -1:
@@ -686,14 +597,14 @@ cdef class RingLoop:
           last completion waits in the ring: what the kernel took from the
           socket must reach the kept store before the task's next receive
           is armed, or that receive could overtake it."""
-        cdef unsigned i, found = 0, n = ul_cq_ready(&self.ring)
+        cdef unsigned i, found = 0, n = ul_cq_ready(&self.ring.r)
         cdef io_uring_cqe *cqe
         cdef PyTypeObject *kind
         cdef PyObject *op
         cdef CqeCopy near[64]
         cdef CqeCopy *copies = near
         for i in range(n):
-            cqe = ul_cq_at(&self.ring, i)
+            cqe = ul_cq_at(&self.ring.r, i)
             if cqe.user_data == 0:
                 continue
             op = <PyObject *><uintptr_t>cqe.user_data
@@ -858,7 +769,7 @@ cdef class RingLoop:
         # right after a send must see the reply (test_events'
         # test_datagram_send_to_non_listening_address, 3.13).
         self.run_ready()
-        held = ul_cq_ready(&self.ring)
+        held = ul_cq_ready(&self.ring.r)
 
         if self._ready or self._stopping or held:
             timeout_ns = 0
@@ -976,7 +887,7 @@ cdef class RingLoop:
         cdef int ret
         if self.recv_buffers_ready:
             return 0
-        ret = ul_buf_ring_init(&self.ring, &self.recv_buffers, RECV_BUFFER_GROUP,
+        ret = ul_buf_ring_init(&self.ring.r, &self.recv_buffers, RECV_BUFFER_GROUP,
                                RECV_BUFFER_COUNT, RECV_BUFFER_SIZE)
         if ret < 0:
             raise OSError(-ret, f"cannot register the receive buffer ring: "
@@ -996,11 +907,11 @@ cdef class RingLoop:
         size = PyNumber_Index(size)
         if not 0 < size <= MAX_BUFFER:
             raise ValueError(f'size must be between 1 and {MAX_BUFFER} bytes, not {size}')
-        if not self.ring_open:
+        if not self.ring.open:
             raise RuntimeError('Event loop is closed')
         if self.buffer_pool is None:
             self.buffer_pool = BufferPool.__new__(BufferPool)
-        return self.buffer_pool.allocate(&self.ring, <size_t>size)
+        return self.buffer_pool.allocate(&self.ring.r, <size_t>size)
 
     # ---- transports --------------------------------------------------
 
@@ -1315,7 +1226,7 @@ cdef class RingLoop:
         fut = start(self, op, sock, sock.fileno())
         # Start the handshake now, as the selector loops do (their connect()
         # runs inside this call): a peer may wait for it synchronously.
-        self.submit_pending()
+        self.ring.submit()
         return await fut
 
     async def sock_accept(self, sock):
@@ -1385,13 +1296,13 @@ cdef class RingLoop:
         sizes; setup_flags: the IORING_SETUP_* flags in force.
         """
         return {
-            'enter_calls': self.ring.enter_calls,
-            'sqes_submitted': self.ring.sqes_submitted,
-            'cqes_reaped': self.ring.cqes_reaped,
+            'enter_calls': self.ring.r.enter_calls,
+            'sqes_submitted': self.ring.r.sqes_submitted,
+            'cqes_reaped': self.ring.r.cqes_reaped,
             'ops_in_flight': self.ops_in_flight,
-            'sq_entries': self.ring.sq_entries,
-            'cq_entries': self.ring.cq_entries,
-            'setup_flags': self.ring.setup_flags,
+            'sq_entries': self.ring.r.sq_entries,
+            'cq_entries': self.ring.r.cq_entries,
+            'setup_flags': self.ring.r.setup_flags,
             'buffer_pool': (self.buffer_pool.stats() if self.buffer_pool is not None
                             else None),
         }
@@ -1424,29 +1335,21 @@ cdef class RingLoop:
     def _close_ring(self):
         """Cancel every request in flight, wait (bounded) until the kernel
         has completed them, then unmap the ring."""
-        cdef io_uring_sqe *sqe
-        cdef int ret
         cdef double deadline
         self.spare_sends = None     # (each refers to the loop)
         self.spare_send_count = 0
-        if not self.ring_open:
+        if not self.ring.open:
             return
         self.draining = True
         try:
             if self.ops_in_flight:
                 try:
-                    sqe = self.sqe_for(None)
-                    ul_prep_cancel(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL)
-                    ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
+                    self.ring.cancel(0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL, -1)
                     deadline = monotonic() + CLOSE_DRAIN_SECONDS
                     while self.ops_in_flight and monotonic() < deadline:
-                        self.ensure_enabled()
-                        with nogil:
-                            ret = ul_ring_enter(&self.ring, 1, 100000000)
-                        if ret < 0 and ret != -ETIME and ret != -EINTR:
-                            break
+                        self.ring.enter(1, 100000000)
                         self.reap()
-                except RuntimeError:
+                except (RuntimeError, OSError):
                     pass   # another thread owns the ring: the kernel cleans up
             if self.ops_in_flight:
                 # The kernel still holds these: keep their buffers alive for
@@ -1458,7 +1361,7 @@ cdef class RingLoop:
             if self.buffer_pool is not None:
                 self.buffer_pool.close()
             if self.recv_buffers_ready and not self.ops_in_flight:
-                ul_buf_ring_free(&self.ring, &self.recv_buffers)
+                ul_buf_ring_free(&self.ring.r, &self.recv_buffers)
                 self.recv_buffers_ready = False
             self.close_ring_now()
             self.close_wakeup_fd()
@@ -1552,7 +1455,7 @@ cdef class SignalWakeRecv(Operation):
         if res > 0:
             for i in range(res):
                 self.loop._handle_signal(<unsigned char>self.buf[i])
-        if res != 0 and self.loop.ring_open and not self.loop.draining:
+        if res != 0 and self.loop.ring.open and not self.loop.draining:
             self.arm()
         return 0
 
@@ -1853,7 +1756,7 @@ def features():
     Loop gets: smaller than the default under a tight RLIMIT_MEMLOCK).
     """
     global _features
-    cdef ul_ring ring
+    cdef Ring ring = new_ring("the probe ring", "closed")
     cdef unsigned char supported[256]
     cdef int ret
     cdef unsigned sq, cq
@@ -1865,28 +1768,28 @@ def features():
     # the ring a Loop would make, so that 'available' means Loop() works
     # (a tiny RLIMIT_MEMLOCK refuses a full-size ring, not a probe's)
     shrink = ring_sizes(&sq, &cq)
-    ret = init_ring(&ring, sq, cq, shrink)
+    ret = ring.setup(sq, cq, WANTED_SETUP_FLAGS, shrink)
     if ret < 0:
         result['error'] = str(setup_error(ret))
     else:
         try:
             result['available'] = True
-            result['ring_entries'] = (ring.sq_entries, ring.cq_entries)
+            result['ring_entries'] = (ring.r.sq_entries, ring.r.cq_entries)
             for name, flag in (('SUBMIT_ALL', IORING_SETUP_SUBMIT_ALL),
                                ('SINGLE_ISSUER', IORING_SETUP_SINGLE_ISSUER),
                                ('DEFER_TASKRUN', IORING_SETUP_DEFER_TASKRUN),
                                ('TASKRUN_FLAG', IORING_SETUP_TASKRUN_FLAG),
                                ('R_DISABLED', IORING_SETUP_R_DISABLED),
                                ('NO_SQARRAY', IORING_SETUP_NO_SQARRAY)):
-                if ring.setup_flags & flag:
+                if ring.r.setup_flags & flag:
                     result['setup_flags'].append(name)
-            ret = ul_ring_probe(&ring, supported)
+            ret = ul_ring_probe(&ring.r, supported)
             if ret >= 0:
                 result['last_opcode'] = ret
                 for name, op in OPCODES.items():
                     result['opcodes'][name] = bool(supported[op])
         finally:
-            ul_ring_exit(&ring)
+            ring.close()
     _features = result
     return dict(result)
 

@@ -69,6 +69,6 @@ cdef class WakeupRead(Operation):
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if self.loop.wakeup_fd >= 0 and self.loop.ring_open and not self.loop.draining:
+        if self.loop.wakeup_fd >= 0 and self.loop.ring.open and not self.loop.draining:
             self.arm()
         return 0

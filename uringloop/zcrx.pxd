@@ -31,8 +31,7 @@ cdef class ZeroCopyReceive:
     cdef bint tried
     cdef readonly bint registered
     cdef readonly object reason       # why zero-copy receive is not active
-    cdef ul_ring ring                 # the dedicated CQE32 ring, once set up
-    cdef bint ring_open
+    cdef Ring ring                    # the dedicated CQE32 ring (open once set up)
     cdef object area                  # mmap of the payload area
     cdef char *area_base
     cdef object region                # mmap of the refill queue region
@@ -65,7 +64,6 @@ cdef class ZeroCopyReceive:
     cdef bint serves(self, RingLoop loop)
     cdef int arm(self, object tr) except -1
     cdef int disarm(self, object tr) except -1
-    cdef io_uring_sqe *get_sqe(self) except NULL
     cdef int submit(self) except -1
     cdef int reap(self) except -1
     cdef int complete(self, uint64_t token, int32_t res, uint32_t flags,

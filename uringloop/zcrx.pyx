@@ -4,9 +4,10 @@
 # (RECV_ZC puts the buffer's area offset in the CQE's second half).  Giving
 # the loop's own ring CQE32 would double its completion memory and the bytes
 # reaped for every request of every transport, for the sake of one kind of
-# request; so each ZeroCopyReceive makes a second ring with CQE32 |
-# DEFER_TASKRUN | SINGLE_ISSUER that carries the registration and the
-# RECV_ZC requests.  An eventfd registered on that ring is watched by the
+# request; so each ZeroCopyReceive makes a second ring (a Ring, as the
+# loop's: ring.pyx) with CQE32 | DEFER_TASKRUN | SINGLE_ISSUER that carries
+# the registration and the RECV_ZC requests, tagged with per-connection
+# tokens.  An eventfd registered on that ring is watched by the
 # loop (add_reader): the kernel signals it when RECV_ZC work is queued for
 # us; the callback enters the ring (which runs that work and posts the
 # CQEs), reaps the 32-byte completions and hands each piece to its
@@ -309,13 +310,12 @@ cdef class ZeroCopyReceive:
         # R_DISABLED: the loop thread that first serves a connection through
         # it becomes the ring's single issuer (bind()), whichever thread
         # made the ZeroCopyReceive or called register().
-        ret = ul_ring_init(&self.ring, 64, 4096, UL_SETUP_CQE32 | IORING_SETUP_DEFER_TASKRUN
-                           | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED)
+        ret = self.ring.setup(64, 4096, UL_SETUP_CQE32 | IORING_SETUP_DEFER_TASKRUN
+                              | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED, False)
         if ret < 0:
             raise OSError(-ret, f'cannot make the zero-copy receive ring: {os.strerror(-ret)}')
-        self.ring_open = True
-        if not (self.ring.setup_flags & UL_SETUP_CQE32) or \
-                not (self.ring.setup_flags & IORING_SETUP_DEFER_TASKRUN):
+        if not (self.ring.r.setup_flags & UL_SETUP_CQE32) or \
+                not (self.ring.r.setup_flags & IORING_SETUP_DEFER_TASKRUN):
             self.release_ring()
             raise OSError(_errno.EINVAL, 'the kernel refused a CQE32 | DEFER_TASKRUN ring')
         fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)
@@ -324,7 +324,7 @@ cdef class ZeroCopyReceive:
             self.release_ring()
             raise OSError(err, 'eventfd failed')
         self.efd = fd
-        ret = ul_ring_register(&self.ring, IORING_REGISTER_EVENTFD, &fd, 1)
+        ret = ul_ring_register(&self.ring.r, IORING_REGISTER_EVENTFD, &fd, 1)
         if ret < 0:
             self.release_ring()
             raise OSError(-ret, f'cannot register the eventfd: {os.strerror(-ret)}')
@@ -351,7 +351,7 @@ cdef class ZeroCopyReceive:
             hold_view(self.area, &area_view, PyBUF_WRITABLE)
             hold_view(self.region, &region_view, PyBUF_WRITABLE)
             try:
-                ret = ul_zcrx_register(&self.ring, ifindex, self.queue, self.refill_entries,
+                ret = ul_zcrx_register(&self.ring.r, ifindex, self.queue, self.refill_entries,
                                        area_view.buf, self.area_size,
                                        region_view.buf, region_size, &reg, &area_reg)
                 self.area_base = <char *>area_view.buf
@@ -376,9 +376,7 @@ cdef class ZeroCopyReceive:
         if self.efd >= 0:
             os.close(self.efd)
             self.efd = -1
-        if self.ring_open:
-            ul_ring_exit(&self.ring)       # unbinds the queue
-            self.ring_open = False
+        self.ring.close()                  # unbinds the queue
         # The area stays mapped while a piece still refers to it (pieces
         # keep the mmap object); only our references go.
         self.area = self.region = None
@@ -444,17 +442,17 @@ cdef class ZeroCopyReceive:
         cdef StreamTransport tr = transport
         cdef __kernel_timespec ts
         cdef io_uring_sqe *sqe
-        if not self.simulated or not self.ring_open:
+        if not self.simulated or not self.ring.open:
             raise RuntimeError('only an open simulated zero-copy receive posts completions')
-        if ul_sq_space(&self.ring) < 2:
+        if ul_sq_space(&self.ring.r) < 2:
             self.submit()
         ts.tv_sec = <int64_t>delay
         ts.tv_nsec = <long long>((delay - ts.tv_sec) * 1e9)
-        sqe = self.get_sqe()
+        sqe = self.ring.sqe()
         ul_prep_timeout_keep_link(sqe, &ts)
         ul_sqe_set_flags(sqe, IOSQE_IO_LINK)
         ul_sqe_set_data(sqe, 0)
-        sqe = self.get_sqe()
+        sqe = self.ring.sqe()
         ul_prep_nop(sqe)
         ul_sqe_set_data(sqe, tr.zc_token)
         self.submit()
@@ -464,7 +462,7 @@ cdef class ZeroCopyReceive:
     cdef bint serves(self, RingLoop loop):
         """True when connections of `loop` can receive through this queue:
         registered, and bound to that loop (the ring has one issuer thread)."""
-        return self.registered and self.ring_open and (self.loop is None or self.loop is loop)
+        return self.registered and self.ring.open and (self.loop is None or self.loop is loop)
 
     cdef bint bind(self, RingLoop loop) except -1:
         """Serve connections of `loop`: True, or False (with the reason)
@@ -472,14 +470,14 @@ cdef class ZeroCopyReceive:
         cdef int ret
         if self.loop is loop:
             return True
-        if self.ring.setup_flags & IORING_SETUP_R_DISABLED:
-            ret = ul_ring_enable(&self.ring)       # this thread issues from now on
-            if ret < 0:
-                self.release_ring()
-                self.registered = False
-                self.reason = f'cannot enable the zero-copy receive ring: {os.strerror(-ret)}'
-                self.log_off()
-                return False
+        try:
+            self.ring.enable()          # this thread issues from now on
+        except OSError as exc:
+            self.release_ring()
+            self.registered = False
+            self.reason = str(exc)
+            self.log_off()
+            return False
         self.loop = loop
         loop.zcrx_users.append(self)
         loop.add_watch(loop.readers, self.efd, POLLIN, self._on_ready, ())
@@ -489,7 +487,7 @@ cdef class ZeroCopyReceive:
         cdef StreamTransport tr = transport
         cdef io_uring_sqe *sqe
         cdef uint64_t token = tr.zc_token
-        if not self.ring_open or self.draining:
+        if not self.ring.open or self.draining:
             # closed (or its loop closed) meanwhile: receive ordinarily
             return tr.zc_off(True)
         if token == 0:
@@ -497,7 +495,7 @@ cdef class ZeroCopyReceive:
             token = self.next_token
         self.conns[token] = tr
         if not self.simulated:
-            sqe = self.get_sqe()
+            sqe = self.ring.sqe()
             ul_prep_recv_zc(sqe, tr.fd, self.zcrx_id)
             ul_sqe_set_data(sqe, token)
             if not self.in_batch:
@@ -515,10 +513,7 @@ cdef class ZeroCopyReceive:
             # what the kernel does for a cancelled RECV_ZC: a final CQE
             self.loop.call_soon(self._complete_later, tr.zc_token, -ECANCELED)
             return 0
-        sqe = self.get_sqe()
-        ul_prep_cancel(sqe, tr.zc_token, 0)
-        ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
-        ul_sqe_set_data(sqe, 0)
+        self.ring.cancel(tr.zc_token, 0, -1)
         if not self.in_batch:
             self.submit()
         return 0
@@ -527,31 +522,13 @@ cdef class ZeroCopyReceive:
         self.complete(token, res, 0, 0)
         self.commit()
 
-    cdef io_uring_sqe *get_sqe(self) except NULL:
-        """A free SQE of the dedicated ring, submitting what is queued when
-        the ring is full."""
-        cdef io_uring_sqe *sqe
-        if not self.ring_open:
-            raise RuntimeError('the zero-copy receive ring is not open')
-        sqe = ul_get_sqe(&self.ring)
-        if sqe == NULL:
-            self.submit()
-            sqe = ul_get_sqe(&self.ring)
-            if sqe == NULL:
-                raise RuntimeError('the zero-copy receive ring takes no more requests')
-        return sqe
-
     cdef int submit(self) except -1:
-        cdef int ret
-        if not self.ring_open:
-            return 0
-        ret = ul_ring_enter(&self.ring, 0, -1)
-        if ret < 0 and ret != -EINTR and ret != -EBUSY:
-            raise convert_error(ret)
-        return 0
+        """Submit what is queued, and run the RECV_ZC work the kernel
+        deferred to this ring's thread (DEFER_TASKRUN)."""
+        return self.ring.submit()
 
     def _on_ready(self):
-        if not self.ring_open:
+        if not self.ring.open:
             return
         # drain the eventfd (non-blocking); a spurious wakeup reaps nothing
         try:
@@ -561,24 +538,15 @@ cdef class ZeroCopyReceive:
         self.reap()
 
     cdef int reap(self) except -1:
-        cdef io_uring_cqe *cqe
-        cdef uint64_t token, off
-        cdef int32_t res
-        cdef uint32_t flags
+        cdef CqeCopy c
         cdef unsigned rounds = 0
         self.submit()               # runs the queued RECV_ZC work: CQEs appear
         self.in_batch = True
         try:
-            while ul_cq_ready(&self.ring) and rounds < 4 * self.ring.cq_entries:
-                cqe = ul_cq32_at(&self.ring, 0)
-                token = cqe.user_data
-                res = cqe.res
-                flags = cqe.flags
-                off = ul_zcrx_cqe_off(cqe)
-                ul_cq_advance(&self.ring, 1)
+            while rounds < 4 * self.ring.r.cq_entries and self.ring.next_cqe(&c):
                 rounds += 1
-                if token != 0:
-                    self.complete(token, res, flags, off)
+                if c.user_data != 0:
+                    self.complete(c.user_data, c.res, c.flags, c.extra)
         finally:
             self.in_batch = False
         self.commit()
@@ -690,7 +658,7 @@ cdef class ZeroCopyReceive:
         cdef StreamTransport tr
         cdef double deadline = monotonic() + 1.0
         self.draining = True
-        if not self.ring_open or self.simulated:
+        if not self.ring.open or self.simulated:
             return 0
         for t in list(self.conns.values()):
             self.disarm(t)
@@ -702,7 +670,7 @@ cdef class ZeroCopyReceive:
                     break
             else:
                 break
-            ul_ring_enter(&self.ring, 1, 100000000)
+            self.ring.enter(1, 100000000)
             self.reap()
         return 0
 
@@ -741,6 +709,8 @@ cdef class ZeroCopyReceive:
         self.tried = True
 
     def __cinit__(self, *args, **kwargs):
+        self.ring = new_ring('the zero-copy receive ring',
+                             'the zero-copy receive ring is not open')
         self.efd = -1
         self.conns = {}
         self.returns_waiting = []
@@ -750,14 +720,12 @@ cdef class ZeroCopyReceive:
         if self.efd >= 0:
             os.close(self.efd)
             self.efd = -1
-        if self.ring_open:
-            ul_ring_exit(&self.ring)
-            self.ring_open = False
+        # (the Ring unmaps itself when collected)
 
     @property
     def active(self):
         """True while connections can receive without copying."""
-        return self.registered and self.ring_open
+        return self.registered and self.ring.open
 
     def stats(self):
         """Totals for the whole queue (every connection of the server)."""

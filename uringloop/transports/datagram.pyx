@@ -436,7 +436,7 @@ cdef class DatagramTransport(BaseTransport):
         cdef unsigned space
         self.flush_scheduled = False
         if (self.links_in_flight or self.blocked or self.conn_lost
-                or not self.loop.ring_open):
+                or not self.loop.ring.open):
             return 0
         self.send_queued_now()
         if self.blocked:
@@ -444,12 +444,12 @@ cdef class DatagramTransport(BaseTransport):
         n = min(len(self.write_queue), self.chain_limit)
         if n == 0:
             return self.chain_done()
-        space = ul_sq_space(&self.loop.ring)
+        space = ul_sq_space(&self.loop.ring.r)
         if space < n:
             # a chain is written whole: sqe_for() submitting half of it
             # would cut it, and a later chain could overtake the rest
-            self.loop.submit_pending()
-            space = ul_sq_space(&self.loop.ring)
+            self.loop.ring.submit()
+            space = ul_sq_space(&self.loop.ring.r)
             n = min(n, <Py_ssize_t>space)
         for i in range(n):
             op = self.write_queue[i]

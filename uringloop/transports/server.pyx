@@ -92,7 +92,7 @@ cdef class ServerAccept(Operation):
         (see the top of this file)."""
         cdef io_uring_sqe *sqe
         self.active = False
-        if self.pending and self.loop.ring_open and not self.loop.draining:
+        if self.pending and self.loop.ring.open and not self.loop.draining:
             sqe = self.loop.sqe_for(None)
             ul_prep_cancel(sqe, <uint64_t><uintptr_t><PyObject *>self,
                            IORING_ASYNC_CANCEL_ALL)
@@ -103,8 +103,8 @@ cdef class ServerAccept(Operation):
                 # no such work left (bounded; the CQE waits in the CQ for
                 # the next reap).
                 for _ in range(3):
-                    self.loop.submit_pending()
-                    if not ul_sq_taskrun(&self.loop.ring):
+                    self.loop.ring.submit()
+                    if not ul_sq_taskrun(&self.loop.ring.r):
                         break
             except (RuntimeError, OSError):
                 pass    # another thread owns the ring: the next enter does it
@@ -165,7 +165,7 @@ cdef class ServerAccept(Operation):
 
     def _rearm(self):
         self.backing_off = False
-        if self.active and self.loop.ring_open:
+        if self.active and self.loop.ring.open:
             self.arm()
 
     cdef int accepted(self, int fd) except -1:

@@ -645,7 +645,7 @@ cdef class StreamTransport(BaseTransport):
             return 0            # aborted meanwhile (stop_io)
         self.send_owed = False
         self.send_armed = False
-        if self.write_queue and not self.conn_lost and self.loop.ring_open:
+        if self.write_queue and not self.conn_lost and self.loop.ring.open:
             return self.submit_send()
         return self.give_back_sender()
 
