@@ -44,8 +44,8 @@ cdef class Operation:
     #   queued (SQE written, reference taken) -> in flight (submitted)
     #   -> completed (last CQE: F_MORE clear; reference dropped).
     # A cancelled operation stays alive, with its buffers, until that last CQE.
-    # The requests that differ (multishot, SEND_ZC's notification, user_data
-    # 0 for cancels and pipe poll links, zcrx tokens): docs/design.md.
+    # Submitted by arm() (or, for a transport's own requests, by the
+    # transport).  The whole rule and its exceptions: operation.pyx's header.
     cdef RingLoop loop
     cdef object future
     cdef bint in_flight

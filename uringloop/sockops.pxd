@@ -24,7 +24,7 @@ cdef class SocketOperation(Operation):
     cdef int hold_buffer(self, object buf, int flags) except -1
     cdef int release_buffer(self) except -1
     cdef int release(self) except -1
-    cdef int retry(self) except -1
+    cdef int arm(self) except -1
     cdef int finish_with_count(self, int32_t res) except -1
     cdef bint should_retry(self, int32_t res)
 
@@ -32,26 +32,26 @@ cdef class SocketOperation(Operation):
 cdef class RecvOp(SocketOperation):
     cdef bytes data
     cdef Py_ssize_t size
-    cdef int retry(self) except -1
+    cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1
 
 
 cdef class RecvIntoOp(SocketOperation):
     cdef Py_ssize_t size
-    cdef int retry(self) except -1
+    cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1
 
 
 cdef class SendAllOp(SocketOperation):
     cdef Py_ssize_t offset
-    cdef int retry(self) except -1
+    cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1
 
 
 cdef class AcceptOp(SocketOperation):
     cdef sockaddr_storage addr
     cdef socklen_t addrlen
-    cdef int retry(self) except -1
+    cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1
 
 
@@ -59,7 +59,7 @@ cdef class ConnectOp(SocketOperation):
     cdef sockaddr_storage addr
     cdef socklen_t addrlen
     cdef object address
-    cdef int retry(self) except -1
+    cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1
 
 
@@ -69,7 +69,7 @@ cdef class RecvMsgOp(SocketOperation):
     cdef sockaddr_storage addr
     cdef bytes data          # None for recvfrom_into
     cdef Py_ssize_t size
-    cdef int retry(self) except -1
+    cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1
 
 
@@ -78,11 +78,11 @@ cdef class SendMsgOp(SocketOperation):
     cdef iovec iov
     cdef sockaddr_storage addr
     cdef socklen_t addrlen
-    cdef int retry(self) except -1
+    cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1
 
 
 cdef class ReadOp(SocketOperation):
     cdef uint64_t offset
-    cdef int retry(self) except -1
+    cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1

@@ -283,13 +283,13 @@ cdef class SocketOperation(Operation):
             self.has_view = False
             drop_view(&self.view)
 
-    cdef int retry(self) except -1:
+    cdef int arm(self) except -1:
         return 0
 
     cdef int finish_with_count(self, int32_t res) except -1:
         """Last CQE of a request whose result is a byte count."""
         if self.should_retry(res):
-            return self.retry()
+            return self.arm()
         self.release_buffer()
         if res < 0:
             return self.fail(res)
@@ -306,14 +306,14 @@ cdef class SocketOperation(Operation):
 @cython.final
 cdef class RecvOp(SocketOperation):
 
-    cdef int retry(self) except -1:
+    cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
         ul_prep_recv(sqe, self.fd, PyBytes_AS_STRING(self.data), <size_t>self.size, 0)
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         if self.should_retry(res):
-            return self.retry()
+            return self.arm()
         if res < 0:
             return self.fail(res)
         data = self.data if res == self.size else self.data[:res]
@@ -329,7 +329,7 @@ cdef class RecvOp(SocketOperation):
 @cython.final
 cdef class RecvIntoOp(SocketOperation):
 
-    cdef int retry(self) except -1:
+    cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
         ul_prep_recv(sqe, self.fd, self.view.buf, <size_t>self.size, 0)
         return 0
@@ -344,7 +344,7 @@ cdef class RecvIntoOp(SocketOperation):
 @cython.final
 cdef class SendAllOp(SocketOperation):
 
-    cdef int retry(self) except -1:
+    cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
         ul_prep_send(sqe, self.fd, <char *>self.view.buf + self.offset,
                      <size_t>(self.view.len - self.offset), MSG_NOSIGNAL)
@@ -352,13 +352,13 @@ cdef class SendAllOp(SocketOperation):
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         if self.should_retry(res):
-            return self.retry()
+            return self.arm()
         if res < 0:
             self.release_buffer()
             return self.fail(res)
         self.offset += res
         if self.offset < self.view.len and not self.waiter_gone():
-            return self.retry()
+            return self.arm()
         self.release_buffer()
         if not self.waiter_gone():
             self.future.set_result(None)
@@ -368,7 +368,7 @@ cdef class SendAllOp(SocketOperation):
 @cython.final
 cdef class AcceptOp(SocketOperation):
 
-    cdef int retry(self) except -1:
+    cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
         self.addrlen = sizeof(sockaddr_storage)
         ul_prep_accept(sqe, self.fd, <sockaddr *>&self.addr, &self.addrlen,
@@ -382,7 +382,7 @@ cdef class AcceptOp(SocketOperation):
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         if self.should_retry(res):
-            return self.retry()
+            return self.arm()
         if res < 0:
             return self.fail(res)
         sock = self.sock
@@ -399,14 +399,14 @@ cdef class AcceptOp(SocketOperation):
 @cython.final
 cdef class ConnectOp(SocketOperation):
 
-    cdef int retry(self) except -1:
+    cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
         ul_prep_connect(sqe, self.fd, <sockaddr *>&self.addr, self.addrlen)
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         if self.should_retry(res):
-            return self.retry()
+            return self.arm()
         if self.waiter_gone():
             return 0
         if res < 0:
@@ -423,7 +423,7 @@ cdef class ConnectOp(SocketOperation):
 cdef class RecvMsgOp(SocketOperation):
     """recvfrom / recvfrom_into: RECVMSG with room for the sender address."""
 
-    cdef int retry(self) except -1:
+    cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
         if self.data is not None:
             self.iov.iov_base = PyBytes_AS_STRING(self.data)
@@ -442,7 +442,7 @@ cdef class RecvMsgOp(SocketOperation):
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         if self.should_retry(res):
-            return self.retry()
+            return self.arm()
         if res >= 0 and self.waiter_gone():
             # the waiter was cancelled as the datagram arrived: keep it for
             # the next sock_recvfrom*() on this socket
@@ -471,7 +471,7 @@ cdef class RecvMsgOp(SocketOperation):
 cdef class SendMsgOp(SocketOperation):
     """sendto: SENDMSG with a destination address."""
 
-    cdef int retry(self) except -1:
+    cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
         self.iov.iov_base = self.view.buf
         self.iov.iov_len = <size_t>self.view.len
@@ -493,7 +493,7 @@ cdef class SendMsgOp(SocketOperation):
 cdef class ReadOp(SocketOperation):
     """READ from a file at an offset (sock_sendfile's source)."""
 
-    cdef int retry(self) except -1:
+    cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
         ul_prep_read(sqe, self.fd, self.view.buf, <size_t>self.view.len, self.offset)
         return 0
@@ -508,7 +508,7 @@ cdef object start(RingLoop loop, SocketOperation op, object sock, int fd):
     op.loop = loop
     op.sock = sock
     op.fd = fd
-    op.retry()
+    op.arm()
     op.watch_future(fut)
     return fut
 
