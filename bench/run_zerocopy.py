@@ -46,10 +46,12 @@ def main():
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--kinds", default="udp,tcp", help="udp, tcp or both")
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--udp-sizes", default="4000,16000,60000")
+    parser.add_argument("--tcp-sizes", default="4096,16384,65536,262144")
     args = parser.parse_args()
     modes = args.modes.split(",")
-    plan = [("udp", s) for s in (4000, 16000, 60000)] + \
-           [("tcp", s) for s in (4096, 16384, 65536, 262144)]
+    plan = [("udp", int(s)) for s in args.udp_sizes.split(",")] + \
+           [("tcp", int(s)) for s in args.tcp_sizes.split(",")]
     plan = [p for p in plan if p[0] in args.kinds.split(",")]
     try:
         make_udp_sink(NS_SRC, NS_SINK, "ulb")

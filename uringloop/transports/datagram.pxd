@@ -10,7 +10,8 @@ cdef class DatagramTransport(BaseTransport):
     cdef object queue_append         # its bound append and popleft (a lookup
     cdef object queue_popleft        # per call: 3% of a registered sender)
     cdef int links_in_flight         # requests of the chain the kernel holds
-    cdef bint flush_scheduled        # in loop.send_flushes
+    cdef bint flush_scheduled        # in loop.send_flushes (also: a datagram
+                                     # went direct this iteration, the next queue)
     cdef bint blocked                # the socket said EAGAIN: wait for POLLOUT
     cdef DatagramWritable writable_op
     cdef DatagramSend spare_ops      # DatagramSends to reuse, linked by next_spare
@@ -30,7 +31,6 @@ cdef class DatagramTransport(BaseTransport):
     cdef DatagramSend new_send_op(self)
     cdef DatagramSend take_send_op(self)
     cdef int keep_send_op(self, DatagramSend op) except -1
-    cdef int send_queued_now(self) except -1
     cdef int address_to_c(self, object addr, sockaddr_storage *out) except -1
     cdef int enqueue(self, object data, object addr, Py_ssize_t size) except -1
     cdef int schedule_flush(self) except -1

@@ -201,16 +201,22 @@ cdef class DatagramTransport(BaseTransport):
     # ---- sending ------------------------------------------------------
     #
     # A datagram leaves by one of two paths:
-    # - send_now(): with nothing queued, a plain datagram is sent at once
-    #   with one non-blocking sendto(2), as the selector loops and uvloop do.
-    #   For a lone datagram nothing is cheaper: no request, no completion.
-    # - the chain: a datagram that has to wait (zero-copy wanted, earlier
-    #   ones queued, or the socket said EAGAIN) is queued as a DatagramSend.
-    #   Before the loop's next io_uring_enter, flush_sends() writes every
-    #   queued datagram as one chain of requests linked with IOSQE_IO_LINK,
-    #   each with MSG_DONTWAIT, and the loop enters asking for one
-    #   completion per link (RingLoop.wait_and_reap), so N sendto() calls in
-    #   one iteration cost one enter in all.
+    # - send_now(): the first plain datagram of an iteration, with nothing
+    #   queued, is sent at once with one non-blocking sendto(2), as the
+    #   selector loops and uvloop do.  For a lone datagram nothing is
+    #   cheaper: no request, no completion.
+    # - the chain: every other datagram (the second and later ones sent in
+    #   the same iteration, zero-copy ones, those behind a queue, or after
+    #   the socket said EAGAIN) is queued as a DatagramSend.  Before the
+    #   loop's next io_uring_enter, flush_sends() writes every queued
+    #   datagram as one chain of requests linked with IOSQE_IO_LINK, each
+    #   with MSG_DONTWAIT, and the loop enters asking for one completion per
+    #   link (RingLoop.wait_and_reap), so N sendto() calls in one iteration
+    #   cost one sendto(2) and one enter in all.  Measured: a sender of 64
+    #   datagrams per iteration into the sink namespace (bench/run_zerocopy.py,
+    #   ZC_NEVER, 3 rounds) went from 284 to 344 MB/s at 1000 bytes, 1110 to
+    #   1341 at 4000, 3627 to 4353 at 16000, against one sendto(2) each;
+    #   bench/udp_burst.py from 1.11x to 1.33x uvloop's datagrams/s.
     #
     # Kernel facts (docs/design.md): links are issued in order, each once
     # the one before completed; a link that fails ends the chain, the rest
@@ -223,9 +229,11 @@ cdef class DatagramTransport(BaseTransport):
     # and waits, a later one may find room and overtake it.
     #
     # Measured (python3 bench/udp_chain_probe.c, 1000-byte datagrams over
-    # loopback): a chain of 32 or 64 sends in one enter ran at the rate of
-    # direct send(2) calls (0.97-1.0x), while entering with min_complete 1
-    # took one enter per link (0.94 per datagram) at half the rate.
+    # loopback, in C): a chain of 32 or 64 sends in one enter ran at the
+    # rate of direct send(2) calls (0.97-1.0x), while entering with
+    # min_complete 1 took one enter per link (0.94 per datagram) at half
+    # the rate.  From Python the chain wins (above): a sendto(2) per
+    # datagram costs a system call where a link costs a few stores.
 
     def sendto(self, data, addr=None):
         """Send one datagram to addr (the connected peer when None).
@@ -249,8 +257,9 @@ cdef class DatagramTransport(BaseTransport):
                 logger.warning('socket.send() raised exception.')
             self.conn_lost += 1
             return
-        if not self.write_queue and not self.zc.wants(data, size):
+        if not self.write_queue and not self.flush_scheduled and not self.zc.wants(data, size):
             if self.send_now(<bytes>data, addr):
+                self.schedule_flush()
                 return
             self.blocked = True      # EAGAIN: queued, sent on POLLOUT
         self.enqueue(data, addr, size)
@@ -355,7 +364,7 @@ cdef class DatagramTransport(BaseTransport):
     cdef ssize_t send_direct(self, char *buf, size_t size, sockaddr_storage *addr,
                              socklen_t addrlen):
         """The non-blocking send(2), or sendto(2) to addr when addrlen, of
-        send_now() and send_queued_now(): bytes sent, or -errno."""
+        send_now(): bytes sent, or -errno."""
         cdef ssize_t n
         if addrlen:
             n = c_sendto(self.fd, buf, size, MSG_DONTWAIT | MSG_NOSIGNAL,
@@ -367,29 +376,6 @@ cdef class DatagramTransport(BaseTransport):
         self.zc.plain_sends += 1
         self.zc.plain_bytes += n
         return n
-
-    cdef int send_queued_now(self) except -1:
-        """Send plain datagrams at the queue's head directly, until one
-        would block (blocked is set then) or a zero-copy one is next: a
-        sender that filled the socket once goes back to the direct path."""
-        cdef DatagramSend op
-        cdef ssize_t n
-        while self.write_queue:
-            op = self.write_queue[0]
-            if type(op.data) is not bytes or op.in_flight or self.zc.wants(op.data, op.iov.iov_len):
-                return 0
-            n = self.send_direct(<char *>op.iov.iov_base, op.iov.iov_len, &op.addr, op.addrlen)
-            if n < 0 and would_block(n):
-                self.blocked = True
-                return 0
-            if n < 0:
-                self.datagram_failed(op, convert_error(n))
-                continue
-            self.queue_popleft()
-            op.queued = False
-            self.write_buffer_size -= op.iov.iov_len
-            self.send_op_done(op)
-        return 0
 
     cdef int address_to_c(self, object addr, sockaddr_storage *out) except -1:
         """The C form of addr; a host name is resolved as socket.sendto()
@@ -438,7 +424,6 @@ cdef class DatagramTransport(BaseTransport):
         if (self.links_in_flight or self.blocked or self.conn_lost
                 or not self.loop.ring.open):
             return 0
-        self.send_queued_now()
         if self.blocked:
             return self.wait_writable()
         n = min(len(self.write_queue), self.chain_limit)
