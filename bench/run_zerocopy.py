@@ -8,6 +8,11 @@ ratios against uringloop's ZC never in the same run.
   root, ip and nft.
 - TCP over loopback, 4 KiB to 256 KiB writes: the kernel copies anyway
   (auto mode must notice and cost nothing).
+- UDP only: the same sends from C on the loop's ring layer
+  (bench/zc_c_sender.c), the kernel's own limit in the same rounds: C_COPY
+  a sendto(2) each, C_CHAIN 64 linked SENDs per enter (as ZC_NEVER's chain),
+  C_ZC 64 SEND_ZCs per enter (ZC_ALWAYS), C_ZCREG from registered buffers
+  (REGISTERED).
 
     python3 bench/run_zerocopy.py [--rounds 3] [--seconds 2]
 Results to bench/results/zerocopy-<date>.json and .md.
@@ -19,18 +24,35 @@ import statistics
 import subprocess
 import sys
 
-from run_echo import HERE, SERVER_ENV, save_results, wait_idle
+from run_echo import HERE, RESULTS, SERVER_ENV, save_results, wait_idle
 
 sys.path.insert(0, os.path.join(HERE, os.pardir, "tests", "helpers"))
-from netns import drop_namespaces, make_udp_sink  # noqa: E402  (shared with the tests)
+from netns import SINK_ADDR, drop_namespaces, make_udp_sink  # noqa: E402  (shared with the tests)
 
-MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS", "REGISTERED", "uvloop", "rloop"]
+RING_DIR = os.path.join(HERE, os.pardir, "uringloop", "ring")
+
+MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS", "REGISTERED", "uvloop", "rloop",
+         "C_COPY", "C_CHAIN", "C_ZC", "C_ZCREG"]
 NS_SRC, NS_SINK = "ulbench_src", "ulbench_sink"
 
 
+def build_c_sender():
+    exe = os.path.join(RESULTS, "zc_c_sender")
+    srcs = [os.path.join(HERE, "zc_c_sender.c"), os.path.join(RING_DIR, "ring.c")]
+    newest = max(os.path.getmtime(p) for p in srcs + [os.path.join(RING_DIR, "ring.h")])
+    if not os.path.exists(exe) or os.path.getmtime(exe) < newest:
+        os.makedirs(RESULTS, exist_ok=True)
+        subprocess.run(["cc", "-O2", "-I", RING_DIR, "-o", exe, *srcs], check=True)
+    return exe
+
+
 def cell(kind, size, mode, seconds):
-    cmd = ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "zc_sender.py"),
-           kind, str(size), mode, str(seconds)]
+    if mode.startswith("C_"):
+        cmd = ["taskset", "-c", "0", build_c_sender(), mode[2:].lower(), str(size),
+               str(seconds), SINK_ADDR, "9999"]
+    else:
+        cmd = ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "zc_sender.py"),
+               kind, str(size), mode, str(seconds)]
     if kind == "udp":
         cmd = ["ip", "netns", "exec", NS_SRC] + cmd
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60,
@@ -38,6 +60,13 @@ def cell(kind, size, mode, seconds):
     if out.returncode:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout)
+
+
+def enters_cell(rs):
+    """Median io_uring_enter calls per send of a mode's rounds ('-' where the
+    loop does not count them)."""
+    got = [r["enters_per_datagram"] for r in rs if r.get("enters_per_datagram") is not None]
+    return f"{statistics.median(got):.3f}" if got else "-"
 
 
 def main():
@@ -63,6 +92,8 @@ def main():
         for kind, size in plan:
             for _ in range(args.rounds):
                 for mode in modes:
+                    if kind == "tcp" and mode.startswith("C_"):
+                        continue          # the C sender is UDP only
                     wait_idle()
                     r = cell(kind, size, mode, args.seconds)
                     runs.setdefault(f"{kind}/{size}", {}).setdefault(mode, []).append(r)
@@ -72,8 +103,8 @@ def main():
                           f"clean={z['zerocopy_reports']}", flush=True)
     finally:
         drop_namespaces(NS_SRC, NS_SINK)
-    lines = ["| cell | mode | MB/s | ratio to never | ZC sends | copied reports |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| cell | mode | MB/s | ratio to never | enters per send | ZC sends | copied reports |",
+             "|---|---|---|---|---|---|---|"]
     median = {}
     for key, per_mode in runs.items():
         median[key] = {m: statistics.median(r["bytes_s"] for r in rs) for m, rs in per_mode.items()}
@@ -81,6 +112,7 @@ def main():
             z = rs[-1]["zerocopy"]
             lines.append(f"| {key} | {mode} | {median[key][mode] / 1e6:.1f} | "
                          f"{median[key][mode] / median[key]['ZC_NEVER']:.2f}x | "
+                         f"{enters_cell(rs)} | "
                          f"{z['zerocopy_sends']} | {z['copied_reports']} |")
     save_results("zerocopy", args, runs, median, "\n".join(lines))
 

@@ -38,7 +38,7 @@ async def pump(tr, payload, seconds, send):
         await asyncio.sleep(0)
     while tr.get_write_buffer_size():
         await asyncio.sleep(0)
-    return sent / (loop.time() - start)
+    return sent / (loop.time() - start), sent
 
 
 def registered_sender(loop, tr, size, send_zc):
@@ -88,13 +88,17 @@ async def main(kind, size, mode, seconds):
         if mode != "ZC_AUTO":    # auto keeps the transport's own threshold
             tr.get_extra_info("socket").setsockopt(
                 uringloop.SOL_URINGLOOP, uringloop.ZC_THRESHOLD, 0)
+    ours = hasattr(loop, "stats")
+    enters0 = loop.stats()["enter_calls"] if ours else 0
     cpu0 = time.process_time()
-    rate = await pump(tr, payload, seconds, send)
+    rate, sent = await pump(tr, payload, seconds, send)
     cpu = time.process_time() - cpu0
+    enters = (loop.stats()["enter_calls"] - enters0) / max(1, sent // size) if ours else None
     stats = tr.get_extra_info("zerocopy") or {
         "zerocopy_sends": 0, "copied_reports": 0, "zerocopy_reports": 0}
     tr.close()
-    print(json.dumps({"bytes_s": rate, "cpu_s": cpu, "zerocopy": stats}))
+    print(json.dumps({"bytes_s": rate, "cpu_s": cpu, "enters_per_datagram": enters,
+                      "zerocopy": stats}))
 
 
 if __name__ == "__main__":
