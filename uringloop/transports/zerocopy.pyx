@@ -23,11 +23,16 @@ _MODE_NAMES = {ZC_AUTO: 'auto', ZC_ALWAYS: 'always', ZC_NEVER: 'never'}
 
 cdef int AUTO_PROBE_REPORTS = 4       # copied reports before auto gives up
 cdef Py_ssize_t DEFAULT_ZC_THRESHOLD = 16 * 1024
-# Datagrams from 8 KiB up leave with SEND_ZC in auto mode.  Measured into
-# the sink namespace (bench/run_zerocopy.py's UDP path, chained sends,
-# 2 rounds): SEND_ZC against copying was 0.91-0.94x at 4000 bytes,
-# 1.08-1.14x at 8000, 1.01-1.06x at 12000, 1.10-1.21x at 16000.
-cdef Py_ssize_t DATAGRAM_ZC_THRESHOLD = 8 * 1024
+# Datagrams from 7.5 KiB up leave with SEND_ZC in auto mode.  Measured into
+# the sink namespace (bench/run_zerocopy.py's UDP path, 3 rounds, both
+# modes sending chained requests, 64 per enter): SEND_ZC against copying
+# was 0.94x at 4000 bytes, 0.96x at 5000, 0.93x at 6000, 0.96x at 7000,
+# 1.02-1.05x at 8000, 1.11-1.12x at 16000, 1.16-1.21x at 60000
+# (bench/results/zerocopy-2026-12-01-1442, -1453, -1501).  The C sender on the
+# same ring layer crosses over at the same size (0.91x at 5000, 1.00x at
+# 7000, 1.06x at 8000): below it, pinning the pages and the notification
+# cost the kernel more than the copy it saves.
+cdef Py_ssize_t DATAGRAM_ZC_THRESHOLD = 7680
 # A TCP connection's first bytes go ordinarily even in auto mode.  Measured
 # on loopback with BBR (this machine's default congestion control): five
 # SEND_ZC probes at the very start of a connection left 5 of 16 connections
