@@ -29,7 +29,7 @@ import netns  # noqa: E402  (tests/helpers/netns.py: the UDP sink namespaces)
 FEATURE_SINCE = {"SEND_ZC": "6.0", "SENDMSG_ZC": "6.1", "RECV_ZC": "6.15",
                  "TASKRUN_FLAG": "5.19", "DEFER_TASKRUN": "6.1",
                  "READ_MULTISHOT": "6.7", "WAITID": "6.7", "BIND": "6.11",
-                 "LISTEN": "6.11"}
+                 "LISTEN": "6.11", "READV_FIXED": "6.15"}
 
 
 def requires(*needs):

@@ -313,3 +313,58 @@ def test_a_dropped_region_is_not_unmapped_under_a_send(uloop):
         await srv.wait_closed()
         return bytes(got[:8 * 1024 * 1024])
     assert uloop.run_until_complete(main()) == bytes(range(256)) * (8 * 1024 * 1024 // 256)
+
+
+@requires("SENDMSG_ZC", "READV_FIXED")
+def test_many_registered_tcp_writes_leave_together_in_order():
+    """Registered buffers of one region written in one iteration leave in
+    one SENDMSG_ZC with the registered-buffer flag (6.15), not one SEND_ZC
+    and one enter each; a buffer of another region, and ordinary writes,
+    end a batch.  Every byte arrives, in order."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        got = bytearray()
+        done = loop.create_future()
+
+        class Sink(asyncio.Protocol):
+            def data_received(self, data):
+                got.extend(data)
+
+            def connection_lost(self, exc):
+                done.set_result(None)
+
+        server = await loop.create_server(Sink, "127.0.0.1", 0)
+        tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
+        tr.get_extra_info("socket").setsockopt(
+            uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+        small = [loop.zerocopy_buffer(4096) for _ in range(200)]
+        big = loop.zerocopy_buffer(5 << 20)          # a region of its own
+        expected = bytearray()
+        futures, sizes = [], []
+        enters = loop.stats()["enter_calls"]
+        for i, buf in enumerate(small):
+            memoryview(buf)[:] = os.urandom(len(buf))
+            if i == 100:
+                memoryview(big)[:] = os.urandom(len(big))
+                futures.append(tr.write_zerocopy(big))
+                sizes.append(len(big))
+                expected += big
+                tr.write(b"between")
+                expected += b"between"
+            futures.append(tr.write_zerocopy(memoryview(buf)[i:]))
+            sizes.append(len(buf) - i)
+            expected += memoryview(buf)[i:]
+        results = await asyncio.gather(*futures)
+        assert [r.nbytes for r in results] == sizes
+        stats = tr.get_extra_info("zerocopy")
+        assert stats["registered_buffer_sends"] >= 201    # (a part sent goes again)
+        assert stats["batched_sends"] >= 2, stats
+        # 201 one-at-a-time SEND_ZCs took one enter each
+        assert loop.stats()["enter_calls"] - enters < 60, loop.stats()
+        tr.close()
+        await done
+        server.close()
+        assert bytes(got) == bytes(expected)
+        for buf in small + [big]:
+            buf.release()
+    run(main())

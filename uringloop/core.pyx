@@ -1801,4 +1801,5 @@ OPCODES = {
     'CLOSE': 19, 'SEND': 26, 'RECV': 27, 'SPLICE': 30, 'SHUTDOWN': 34,
     'SOCKET': 45, 'SEND_ZC': 47, 'SENDMSG_ZC': 48, 'READ_MULTISHOT': 49,
     'WAITID': 50, 'BIND': 56, 'LISTEN': 57, 'RECV_ZC': 58,
+    'READV_FIXED': 60,      # not used: its presence says SENDMSG_ZC takes registered buffers
 }

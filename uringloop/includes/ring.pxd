@@ -46,6 +46,8 @@ cdef extern from "<sys/uio.h>" nogil:
 
 
 cdef extern from "ring/ring.h" nogil:
+    enum: UL_OP_READV_FIXED      # opcode 60, 6.15: vectored registered buffers
+
     struct io_uring_sqe:
         uint8_t opcode
         uint8_t flags
@@ -135,6 +137,8 @@ cdef extern from "ring/ring.h" nogil:
     void ul_prep_sendmsg(io_uring_sqe *sqe, int fd, const msghdr *msg, int flags)
     void ul_prep_sendmsg_zc(io_uring_sqe *sqe, int fd, const msghdr *msg, int flags,
                             unsigned zc_flags)
+    void ul_prep_sendmsg_zc_fixed(io_uring_sqe *sqe, int fd, const msghdr *msg, int flags,
+                                  unsigned zc_flags, unsigned index)
     void ul_prep_recvmsg_multishot(io_uring_sqe *sqe, int fd, msghdr *msg, int flags,
                                    unsigned short buf_group)
     void ul_prep_accept(io_uring_sqe *sqe, int fd, sockaddr *addr, socklen_t *addrlen, int flags)

@@ -267,6 +267,17 @@ static inline void ul_prep_sendmsg_zc(struct io_uring_sqe *sqe, int fd,
     sqe->ioprio = (uint16_t)zc_flags;
 }
 
+/* SENDMSG_ZC whose iovecs all lie in registered buffer `index` (6.15, the
+ * kernel that brought READV_FIXED): nothing pinned per send, as with
+ * ul_prep_send_zc_fixed, for many buffers in one request. */
+static inline void ul_prep_sendmsg_zc_fixed(struct io_uring_sqe *sqe, int fd,
+                                            const struct msghdr *msg, int flags,
+                                            unsigned zc_flags, unsigned index)
+{
+    ul_prep_sendmsg_zc(sqe, fd, msg, flags, zc_flags | IORING_RECVSEND_FIXED_BUF);
+    sqe->buf_index = (uint16_t)index;
+}
+
 static inline void ul_prep_accept(struct io_uring_sqe *sqe, int fd,
                                   struct sockaddr *addr, socklen_t *addrlen,
                                   int flags)

@@ -61,6 +61,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int flush_send(self) except -1
     cdef int submit_send(self) except -1
     cdef int submit_send_zc(self, object head) except -1
+    cdef Py_ssize_t send_batch(self, Py_ssize_t n)
     cdef Py_ssize_t zc_batch(self, object head)
     cdef int submit_sendmsg_zc(self, ZcSend op, Py_ssize_t n, unsigned zc_flags) except -1
     cdef list queued_message(self, msghdr *msg, iovec *iov, Py_ssize_t n)
