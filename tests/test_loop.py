@@ -342,3 +342,45 @@ def test_a_loop_error_nobody_expected_fails_the_test():
     assert "ERROR tests/helpers/inner_loop_errors.py::test_unexpected" in out.stdout
     assert "the loop reported unexpected errors" in out.stdout
     assert "protocol.data_received() call failed" in out.stdout
+
+
+def test_stats_count_this_loops_transports_until_collected():
+    """loop.stats()['transports'] counts the transports this loop made and
+    that are not yet collected, per loop (the suite's teardown checks it
+    is 0 for every closed loop); a transport may outlive its loop."""
+    import gc
+    import socket as socket_module
+
+    loop = uringloop.new_event_loop()
+    other = uringloop.new_event_loop()
+
+    async def make():
+        a, b = socket_module.socketpair()
+        tr, _ = await asyncio.get_running_loop().create_connection(asyncio.Protocol, sock=a)
+        b.close()
+        return tr
+
+    tr1 = loop.run_until_complete(make())
+    tr2 = loop.run_until_complete(make())
+    tr3 = other.run_until_complete(make())
+    assert loop.stats()["transports"] == 2 and other.stats()["transports"] == 1
+    tr1.close()
+    loop.run_until_complete(asyncio.sleep(0.01))
+    assert loop.stats()["transports"] == 2         # closed, still referenced
+    del tr1
+    gc.collect()
+    assert loop.stats()["transports"] == 1
+    tr3.close()
+    other.run_until_complete(asyncio.sleep(0.01))
+    other.close()
+    del other
+    gc.collect()            # the transport holds its loop: both still alive
+    assert tr3.is_closing()
+    del tr3
+    gc.collect()            # the loop and its counts go with its last transport
+    tr2.close()
+    loop.run_until_complete(asyncio.sleep(0.01))
+    loop.close()
+    del tr2
+    gc.collect()
+    assert loop.stats()["transports"] == 0

@@ -7,6 +7,14 @@ from .includes.ring cimport (ul_ring, ul_buf_ring, io_uring_sqe, msghdr, iovec,
                              sockaddr_storage, socklen_t, ul_zcrx_rq)
 
 
+cdef extern from "debug.h":
+    ctypedef struct ul_loop_counts:
+        long refs
+        long transports
+    ul_loop_counts *ul_loop_counts_new()
+    void ul_loop_counts_release(ul_loop_counts *c)
+
+
 # A completion taken out of a ring (Ring.next_cqe, RingLoop.dispatch_ahead)
 ctypedef struct CqeCopy:
     uint64_t user_data
@@ -72,6 +80,7 @@ cdef class RingLoop:
     cdef bint time_overridden     # a subclass defines time()
     cdef bint own_futures         # no subclass defines create_future()
     cdef int owner_pid
+    cdef ul_loop_counts *counts   # debug.h: this loop's live transports
 
     # BaseEventLoop's own state, kept in C slots for the run loop
     cdef public object _ready

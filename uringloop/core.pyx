@@ -439,6 +439,9 @@ cdef class RingLoop:
         self.own_futures = (getattr(type(self), 'create_future', None)
                             is base_events.BaseEventLoop.create_future)
         UL_COUNT(UL_LIVE_LOOPS, 1)
+        self.counts = ul_loop_counts_new()
+        if self.counts == NULL:
+            raise MemoryError()
         shrink = ring_sizes(&sq_entries, &cq_entries)
         self.ring = new_ring("this loop's io_uring", "Event loop is closed")
         ret = self.ring.setup(sq_entries, cq_entries, WANTED_SETUP_FLAGS, shrink)
@@ -480,6 +483,8 @@ cdef class RingLoop:
         # is only collected when no operation holds it, i.e. none is in flight.
         self.close_ring_now()
         self.close_wakeup_fd()
+        ul_loop_counts_release(self.counts)
+        self.counts = NULL
         UL_COUNT(UL_LIVE_LOOPS, -1)
 
     cdef close_ring_now(self):
@@ -1292,14 +1297,17 @@ cdef class RingLoop:
 
         enter_calls: io_uring_enter system calls made; sqes_submitted: SQEs
         the kernel consumed; cqes_reaped: completions handled; ops_in_flight:
-        operations the kernel may still complete; sq_entries/cq_entries: ring
-        sizes; setup_flags: the IORING_SETUP_* flags in force.
+        operations the kernel may still complete; transports: transports
+        this loop made that are not yet collected (closed or not);
+        sq_entries/cq_entries: ring sizes; setup_flags: the IORING_SETUP_*
+        flags in force.
         """
         return {
             'enter_calls': self.ring.r.enter_calls,
             'sqes_submitted': self.ring.r.sqes_submitted,
             'cqes_reaped': self.ring.r.cqes_reaped,
             'ops_in_flight': self.ops_in_flight,
+            'transports': self.counts.transports if self.counts != NULL else 0,
             'sq_entries': self.ring.r.sq_entries,
             'cq_entries': self.ring.r.cq_entries,
             'setup_flags': self.ring.r.setup_flags,

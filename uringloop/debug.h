@@ -34,4 +34,29 @@ static long ul_live[UL_LIVE_KINDS];
 #define UL_LIVE(kind) (0L)
 #endif
 
+/* Per loop, in every build: the transports a loop made that are not yet
+ * collected (loop.stats()['transports']).  A transport may outlive its loop
+ * or be collected after it in a cycle, so each holds a reference to the
+ * cell, and the last of them frees it. */
+#include <stdlib.h>
+
+typedef struct {
+    long refs;
+    long transports;
+} ul_loop_counts;
+
+static inline ul_loop_counts *ul_loop_counts_new(void)
+{
+    ul_loop_counts *c = calloc(1, sizeof(*c));
+    if (c != NULL)
+        c->refs = 1;
+    return c;
+}
+
+static inline void ul_loop_counts_release(ul_loop_counts *c)
+{
+    if (c != NULL && --c->refs == 0)
+        free(c);
+}
+
 #endif /* URINGLOOP_DEBUG_H */

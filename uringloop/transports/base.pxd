@@ -5,6 +5,7 @@ cdef class BaseTransport:
     cdef dict __dict__               # lets tests and users set attributes
     cdef RingLoop loop
     cdef bint made_by_loop           # (make_transport); counted in debug.h
+    cdef ul_loop_counts *counts      # its loop's (count_in), or NULL
     cdef object sock
     cdef int fd
     cdef object protocol
@@ -24,6 +25,7 @@ cdef class BaseTransport:
     cdef bint protocol_paused
 
     cdef int register(self) except -1
+    cdef int count_in(self, RingLoop loop) except -1
     cdef int op_started(self) except -1
     cdef int op_finished(self) except -1
     cdef int close_socket(self) except -1

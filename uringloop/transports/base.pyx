@@ -35,9 +35,23 @@ cdef class BaseTransport:
     def __dealloc__(self):
         if self.made_by_loop:
             UL_COUNT(UL_LIVE_TRANSPORTS, -1)
+        if self.counts != NULL:
+            self.counts.transports -= 1
+            ul_loop_counts_release(self.counts)
+            self.counts = NULL
 
     def __init__(self, *args, **kwargs):
         raise TypeError("transports are made by the loop")
+
+    cdef int count_in(self, RingLoop loop) except -1:
+        """Belong to loop: set self.loop and count this transport in the
+        loop's stats()['transports'] until it is collected."""
+        self.loop = loop
+        if self.counts == NULL and loop.counts != NULL:
+            self.counts = loop.counts
+            self.counts.refs += 1
+            self.counts.transports += 1
+        return 0
 
     cdef int op_started(self) except -1:
         self.ops_pending += 1

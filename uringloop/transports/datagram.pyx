@@ -618,7 +618,7 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
                                               object protocol, object address,
                                               object waiter, object extra):
     cdef DatagramTransport tr = make_transport(DatagramTransport)
-    tr.loop = loop
+    tr.count_in(loop)
     tr.sock = sock
     tr.fd = sock.fileno()
     tr.extra = socket_extra(sock, extra)

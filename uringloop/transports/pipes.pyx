@@ -292,7 +292,7 @@ cdef BaseTransport new_pipe_transport(RingLoop loop, object pipe, object protoco
         tr.set_limits(None, None)
     else:
         tr = make_transport(ReadPipeTransport)
-    tr.loop = loop
+    tr.count_in(loop)
     tr.sock = pipe
     tr.fd = fd
     tr.extra = {} if extra is None else dict(extra)

@@ -1077,7 +1077,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     if family < 0:
         family = socket_family(sock)
         type = socket_type(sock)
-    tr.loop = loop
+    tr.count_in(loop)
     tr.sock = sock
     tr.fd = sock.fileno()
     # sockname and peername in fields, the rest (rarely any) in a dict, and
