@@ -23,6 +23,27 @@ def address(buf):
     return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
 
 
+async def zero_copy_connection_to_a_sink(loop):
+    """A TCP connection in ZC_ALWAYS mode to a server that collects what
+    arrives: (transport, server, the bytes received, a future resolved at
+    the server side's connection_lost)."""
+    got = bytearray()
+    done = loop.create_future()
+
+    class Sink(asyncio.Protocol):
+        def data_received(self, data):
+            got.extend(data)
+
+        def connection_lost(self, exc):
+            done.set_result(None)
+
+    server = await loop.create_server(Sink, "127.0.0.1", 0)
+    tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
+    tr.get_extra_info("socket").setsockopt(
+        uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+    return tr, server, got, done
+
+
 def test_pool_reuses_and_merges_returned_pages(uloop):
     a = uloop.zerocopy_buffer(4096)
     b = uloop.zerocopy_buffer(100)          # rounded up to one page
@@ -103,20 +124,7 @@ def test_buffer_outlives_its_loop_as_plain_memory():
 def test_tcp_sends_from_registered_memory_and_slices_are_byte_exact():
     async def main():
         loop = asyncio.get_running_loop()
-        got = bytearray()
-        done = loop.create_future()
-
-        class Sink(asyncio.Protocol):
-            def data_received(self, data):
-                got.extend(data)
-
-            def connection_lost(self, exc):
-                done.set_result(None)
-
-        server = await loop.create_server(Sink, "127.0.0.1", 0)
-        tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
-        tr.get_extra_info("socket").setsockopt(
-            uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+        tr, server, got, done = await zero_copy_connection_to_a_sink(loop)
         buf = loop.zerocopy_buffer(256 * 1024)
         payload = os.urandom(len(buf))
         memoryview(buf)[:] = payload
@@ -323,20 +331,7 @@ def test_many_registered_tcp_writes_leave_together_in_order():
     end a batch.  Every byte arrives, in order."""
     async def main():
         loop = asyncio.get_running_loop()
-        got = bytearray()
-        done = loop.create_future()
-
-        class Sink(asyncio.Protocol):
-            def data_received(self, data):
-                got.extend(data)
-
-            def connection_lost(self, exc):
-                done.set_result(None)
-
-        server = await loop.create_server(Sink, "127.0.0.1", 0)
-        tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
-        tr.get_extra_info("socket").setsockopt(
-            uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+        tr, server, got, done = await zero_copy_connection_to_a_sink(loop)
         small = [loop.zerocopy_buffer(4096) for _ in range(200)]
         big = loop.zerocopy_buffer(5 << 20)          # a region of its own
         expected = bytearray()

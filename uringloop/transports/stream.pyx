@@ -700,7 +700,8 @@ cdef class StreamTransport(BaseTransport):
     cdef Py_ssize_t zc_batch(self, object head):
         """How many chunks from the head leave in one zero-copy request:
         one SENDMSG_ZC takes every zero-copy chunk queued behind the head
-        (up to MAX_IOV), as the copying path's SENDMSG takes every chunk;
+        (within send_batch's bounds), as the copying path's SENDMSG takes
+        every chunk;
         one SEND_ZC per chunk went one request, and one enter, per chunk
         (bench/run_zerocopy.py, TCP, ZC always: 0.10x of copying at 4 KiB).
         Chunks in registered buffers go together only when they lie in the
@@ -709,29 +710,21 @@ cdef class StreamTransport(BaseTransport):
         READV_FIXED); otherwise a registered chunk goes alone with SEND_ZC,
         the one zero-copy request that names a fixed buffer on every
         kernel (1 enter per 4 KiB send, 0.08x of copying, before 6.15)."""
-        cdef Py_ssize_t n = 1, size = len(self.write_queue)
-        cdef Py_ssize_t total = chunk_len(head) - self.head_offset
-        cdef int index
+        cdef Py_ssize_t n = 1, size = len(self.write_queue), limit
+        cdef int index = -1
         if size == 1 or not self.loop.ops_supported[48]:     # IORING_OP_SENDMSG_ZC
             return 1
         if type(head) is ZeroCopyFuture and (<ZeroCopyFuture>head).buf_index >= 0:
             if not self.loop.ops_supported[UL_OP_READV_FIXED]:
                 return 1
             index = (<ZeroCopyFuture>head).buf_index
-            while n < size and n < MAX_IOV and total < SEND_BATCH_BYTES:
-                chunk = self.write_queue[n]
-                if type(chunk) is not ZeroCopyFuture or (<ZeroCopyFuture>chunk).buf_index != index:
-                    break
-                total += chunk_len(chunk)
-                n += 1
-            return n
-        while n < size and n < MAX_IOV and total < SEND_BATCH_BYTES:
+        limit = self.send_batch(size)       # MAX_IOV and SEND_BATCH_BYTES
+        while n < limit:
             chunk = self.write_queue[n]
-            total += chunk_len(chunk)
             if type(chunk) is ZeroCopyFuture:
-                if (<ZeroCopyFuture>chunk).buf_index >= 0:
-                    break
-            elif self.zc.mode != ZC_ALWAYS:
+                if (<ZeroCopyFuture>chunk).buf_index != index:
+                    break           # another region, or registered after plain
+            elif index >= 0 or self.zc.mode != ZC_ALWAYS:
                 break
             n += 1
         return n
