@@ -543,3 +543,37 @@ def test_a_large_write_to_a_reset_peer_loses_the_connection_with_the_error(any_l
     assert loop.run_until_complete(main()) in (
         ("ConnectionResetError", True, 0), ("BrokenPipeError", True, 0))
     assert calls == []
+
+
+# ---- abort() right after a write: the bytes written are not lost -------------
+
+@pytest.mark.parametrize("writes", [[b"HTTP/1.1 101\r\n\r\n"], [b"a", b"bc" * 5000, b"d"]])
+def test_writes_then_abort_in_one_callback_reach_the_peer(any_loop, writes):
+    """The selector loop sends inside write(), so abort() in the same
+    callback loses only what the socket did not take: aiohttp's
+    test_stalled_parser_outlives_connection_lost writes the 101 response
+    and aborts, and its client must read the response.  uringloop hands
+    small writes to the ring before its next enter; an abort before then
+    must send them as write() would have."""
+    loop = any_loop
+
+    async def main():
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        tr, _ = await loop.create_connection(asyncio.Protocol, sock=a)
+        for data in writes:
+            tr.write(data)
+        tr.abort()
+        got = b""
+        while True:
+            try:
+                chunk = await asyncio.wait_for(loop.sock_recv(b, 65536), 5)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            got += chunk
+        b.close()
+        await asyncio.sleep(0)
+        return got, tr.is_closing(), tr.get_write_buffer_size()
+    assert loop.run_until_complete(main()) == (b"".join(writes), True, 0)

@@ -1018,6 +1018,9 @@ cdef class StreamTransport(BaseTransport):
 
     cdef int stop_io(self) except -1:
         self.stop_reading()
+        if (self.send_owed and self.write_queue and self.sock is not None
+                and self.sock.fileno() == self.fd):
+            self.send_owed_now()
         if self.write_queue:
             for chunk in self.write_queue:
                 if type(chunk) is ZeroCopyFuture:
@@ -1047,6 +1050,24 @@ cdef class StreamTransport(BaseTransport):
                 pass
         if self.empty_waiter is not None and not self.empty_waiter.done():
             self.empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))
+        return 0
+
+    cdef int send_owed_now(self) except -1:
+        """abort() (or a fatal error) before the loop's next enter, with
+        writes whose request is not yet written (schedule_send): the
+        selector loop sent them inside write(), so they leave now with
+        send(2), as far as the socket takes them, and only the rest is
+        lost, as there (aiohttp writes a response and aborts).  Plain
+        chunks only, in order: a zero-copy chunk stops it."""
+        cdef Py_ssize_t offset = self.head_offset, left, sent
+        for chunk in self.write_queue:
+            if type(chunk) is not bytes:
+                break
+            left = len(<bytes>chunk) - offset
+            sent = ul_send_now(self.fd, PyBytes_AS_STRING(chunk) + offset, left)
+            if sent != left:
+                break
+            offset = 0
         return 0
 
     def _call_connection_lost(self, exc):
