@@ -577,3 +577,28 @@ def test_writes_then_abort_in_one_callback_reach_the_peer(any_loop, writes):
         await asyncio.sleep(0)
         return got, tr.is_closing(), tr.get_write_buffer_size()
     assert loop.run_until_complete(main()) == (b"".join(writes), True, 0)
+
+
+def test_datagrams_sent_then_abort_in_one_callback_reach_the_peer(any_loop):
+    """As above for datagrams: the selector loop's sendto() sends at once;
+    uringloop chains the datagrams after the first into its next enter,
+    and an abort before then sends them directly."""
+    loop = any_loop
+
+    async def main():
+        peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        peer.bind(("127.0.0.1", 0))
+        peer.setblocking(False)
+        tr, _ = await loop.create_datagram_endpoint(
+            asyncio.DatagramProtocol, remote_addr=peer.getsockname())
+        sent = [b"one", b"two" * 100, b"three"]
+        for data in sent:
+            tr.sendto(data)
+        tr.abort()
+        got = []
+        for _ in sent:
+            got.append(await asyncio.wait_for(loop.sock_recv(peer, 65536), 5))
+        peer.close()
+        await asyncio.sleep(0)
+        return got == sent, tr.is_closing(), tr.get_write_buffer_size()
+    assert loop.run_until_complete(main()) == (True, True, 0)

@@ -40,6 +40,7 @@ cdef class DatagramTransport(BaseTransport):
     cdef int link_completed(self, DatagramSend op, int32_t res) except -1
     cdef int chain_done(self) except -1
     cdef int send_op_done(self, DatagramSend op) except -1
+    cdef int send_queued_now(self) except -1
     cdef int drop_queue(self, object exc) except -1
     cdef datagram_failed(self, DatagramSend op, object exc)
 

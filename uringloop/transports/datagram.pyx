@@ -592,6 +592,23 @@ cdef class DatagramTransport(BaseTransport):
         self.write_buffer_size = 0
         return 0
 
+    cdef int send_queued_now(self) except -1:
+        """abort() (or a fatal error) before the loop's next enter, with
+        datagrams queued for its chain: the selector loop sent them inside
+        sendto(), so they leave now, each with send(2) or sendto(2), until
+        the socket buffer is full; only the rest is lost, as there.  Plain
+        datagrams only, in order: a zero-copy one stops it."""
+        cdef DatagramSend op
+        cdef ssize_t n
+        for op in self.write_queue:
+            if type(op.data) is not bytes or op.in_flight:
+                break
+            n = self.send_direct(<char *>op.iov.iov_base, op.iov.iov_len,
+                                 &op.addr, op.addrlen)
+            if n < 0 and would_block(n):
+                break
+        return 0
+
     def close(self):
         """Stop receiving; send what is queued, then connection_lost."""
         if self.closing or self.closed_with_loop():
@@ -604,6 +621,10 @@ cdef class DatagramTransport(BaseTransport):
             self.loop.call_soon(self._call_connection_lost, None)
 
     cdef int stop_io(self) except -1:
+        if (self.flush_scheduled and self.write_queue and not self.blocked
+                and not self.links_in_flight and self.sock is not None
+                and self.sock.fileno() == self.fd):
+            self.send_queued_now()
         self.drop_queue(ConnectionAbortedError('the transport was aborted'))
         if self.links_in_flight or self.writable_op.in_flight:
             # sends in flight are requests of their own: cancel every
