@@ -154,6 +154,12 @@ cdef class BaseTransport:
     def get_protocol(self):
         return self.protocol
 
+    cdef bint socket_holds_fd(self) except -1:
+        """The socket object still holds this transport's fd, so a direct
+        send(2) on self.fd reaches this connection (once the user closed
+        the socket, the number may name another file)."""
+        return self.sock is not None and self.sock.fileno() == self.fd
+
     cdef bint closed_with_loop(self) except -1:
         """The loop is closed (its ring too, so no request of ours is left
         to name the fd): just close the file."""

@@ -622,8 +622,7 @@ cdef class DatagramTransport(BaseTransport):
 
     cdef int stop_io(self) except -1:
         if (self.flush_scheduled and self.write_queue and not self.blocked
-                and not self.links_in_flight and self.sock is not None
-                and self.sock.fileno() == self.fd):
+                and not self.links_in_flight and self.socket_holds_fd()):
             self.send_queued_now()
         self.drop_queue(ConnectionAbortedError('the transport was aborted'))
         if self.links_in_flight or self.writable_op.in_flight:

@@ -1018,8 +1018,7 @@ cdef class StreamTransport(BaseTransport):
 
     cdef int stop_io(self) except -1:
         self.stop_reading()
-        if (self.send_owed and self.write_queue and self.sock is not None
-                and self.sock.fileno() == self.fd):
+        if self.send_owed and self.write_queue and self.socket_holds_fd():
             self.send_owed_now()
         if self.write_queue:
             for chunk in self.write_queue:
