@@ -4,6 +4,7 @@ asyncio.SelectorEventLoop (`any_loop`) and expects the same outcome."""
 import asyncio
 import os
 import socket
+import struct
 
 import pytest
 
@@ -602,3 +603,73 @@ def test_datagrams_sent_then_abort_in_one_callback_reach_the_peer(any_loop):
         await asyncio.sleep(0)
         return got == sent, tr.is_closing(), tr.get_write_buffer_size()
     assert loop.run_until_complete(main()) == (True, True, 0)
+
+
+class _Events(asyncio.DatagramProtocol, asyncio.Protocol):
+    """Records what the transport tells its protocol, in order."""
+
+    def __init__(self):
+        self.events = []
+
+    def error_received(self, exc):
+        self.events.append(("error_received", type(exc)))
+
+    def connection_lost(self, exc):
+        self.events.append(("connection_lost", type(exc)))
+
+
+@pytest.mark.parametrize("size", [1, 300_000])
+def test_write_to_a_reset_peer_then_abort_reports_the_reset(any_loop, size):
+    """The peer has reset the connection; write() then abort() in one
+    callback.  The selector loop's write() meets ECONNRESET and closes the
+    transport with it, so connection_lost() gets a ConnectionResetError,
+    not None; uringloop sends a small write only at abort() and must
+    report the same."""
+    loop = any_loop
+
+    async def scenario():
+        lsock = socket.create_server(("127.0.0.1", 0))
+        client = socket.create_connection(lsock.getsockname())
+        server, _ = lsock.accept()
+        lsock.close()
+        proto = _Events()
+        tr, _ = await loop.create_connection(lambda: proto, sock=client)
+        await asyncio.sleep(0)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        server.close()                  # an RST, on loopback at once
+        tr.write(b"x" * size)
+        tr.abort()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return proto.events, tr.is_closing()
+    assert loop.run_until_complete(scenario()) == (
+        [("connection_lost", ConnectionResetError)], True)
+
+
+def test_datagram_send_error_then_abort_goes_to_error_received(any_loop):
+    """sendto() to a broadcast address without SO_BROADCAST fails with
+    EACCES: the selector loop's sendto() hands that to error_received()
+    and the datagrams around it still leave.  uringloop queues the later
+    datagrams for its next enter; abort() sends them and reports the error
+    the same way, before connection_lost()."""
+    loop = any_loop
+
+    async def scenario():
+        peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        peer.bind(("127.0.0.1", 0))
+        peer.setblocking(False)
+        proto = _Events()
+        tr, _ = await loop.create_datagram_endpoint(
+            lambda: proto, local_addr=("127.0.0.1", 0))
+        tr.sendto(b"one", peer.getsockname())
+        tr.sendto(b"lost", ("255.255.255.255", 9))
+        tr.sendto(b"three", peer.getsockname())
+        tr.abort()
+        got = [await asyncio.wait_for(loop.sock_recv(peer, 100), 5) for _ in range(2)]
+        peer.close()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return got, proto.events
+    assert loop.run_until_complete(scenario()) == (
+        [b"one", b"three"],
+        [("error_received", PermissionError), ("connection_lost", type(None))])

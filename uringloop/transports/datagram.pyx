@@ -597,7 +597,9 @@ cdef class DatagramTransport(BaseTransport):
         datagrams queued for its chain: the selector loop sent them inside
         sendto(), so they leave now, each with send(2) or sendto(2), until
         the socket buffer is full; only the rest is lost, as there.  Plain
-        datagrams only, in order: a zero-copy one stops it."""
+        datagrams only, in order: a zero-copy one stops it.  An error goes
+        to error_received(), before connection_lost(), as sendto()'s did
+        there; the next datagram is still sent."""
         cdef DatagramSend op
         cdef ssize_t n
         for op in self.write_queue:
@@ -605,8 +607,13 @@ cdef class DatagramTransport(BaseTransport):
                 break
             n = self.send_direct(<char *>op.iov.iov_base, op.iov.iov_len,
                                  &op.addr, op.addrlen)
-            if n < 0 and would_block(n):
+            if n >= 0:
+                continue
+            if would_block(n):
                 break
+            # not at once: the protocol may close or abort the transport
+            # from it, and this is the middle of abort()
+            self.loop.call_soon(self.protocol.error_received, convert_error(n))
         return 0
 
     def close(self):

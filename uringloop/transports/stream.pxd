@@ -59,7 +59,8 @@ cdef class StreamTransport(BaseTransport):
     cdef int deliver_eof(self) except -1
     cdef int schedule_send(self) except -1
     cdef int flush_send(self) except -1
-    cdef int send_owed_now(self) except -1
+    cdef int force_close(self, object exc) except -1
+    cdef object send_owed_now(self)
     cdef int submit_send(self) except -1
     cdef int submit_send_zc(self, object head) except -1
     cdef Py_ssize_t send_batch(self, Py_ssize_t n)

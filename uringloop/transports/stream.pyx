@@ -1016,10 +1016,17 @@ cdef class StreamTransport(BaseTransport):
             self.conn_lost += 1
             self.loop.call_soon(self._call_connection_lost, None)
 
+    cdef int force_close(self, object exc) except -1:
+        cdef object send_error = None
+        if (self.send_owed and self.write_queue and not self.conn_lost
+                and not self.closed_with_loop() and self.socket_holds_fd()):
+            send_error = self.send_owed_now()
+        # The selector loop's write() met that error first and closed with
+        # it: connection_lost() gets it, unless a fatal error came first.
+        return BaseTransport.force_close(self, exc if exc is not None else send_error)
+
     cdef int stop_io(self) except -1:
         self.stop_reading()
-        if self.send_owed and self.write_queue and self.socket_holds_fd():
-            self.send_owed_now()
         if self.write_queue:
             for chunk in self.write_queue:
                 if type(chunk) is ZeroCopyFuture:
@@ -1051,23 +1058,26 @@ cdef class StreamTransport(BaseTransport):
             self.empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))
         return 0
 
-    cdef int send_owed_now(self) except -1:
+    cdef object send_owed_now(self):
         """abort() (or a fatal error) before the loop's next enter, with
         writes whose request is not yet written (schedule_send): the
         selector loop sent them inside write(), so they leave now with
         send(2), as far as the socket takes them, and only the rest is
         lost, as there (aiohttp writes a response and aborts).  Plain
-        chunks only, in order: a zero-copy chunk stops it."""
+        chunks only, in order: a zero-copy chunk stops it.  Returns the
+        error send(2) gave (the peer reset the connection), or None."""
         cdef Py_ssize_t offset = self.head_offset, left, sent
         for chunk in self.write_queue:
             if type(chunk) is not bytes:
                 break
             left = len(<bytes>chunk) - offset
             sent = ul_send_now(self.fd, PyBytes_AS_STRING(chunk) + offset, left)
+            if sent < 0 and sent != -EAGAIN:
+                return convert_error(<int>sent)
             if sent != left:
                 break
             offset = 0
-        return 0
+        return None
 
     def _call_connection_lost(self, exc):
         if self.paused_data:
