@@ -673,3 +673,79 @@ def test_datagram_send_error_then_abort_goes_to_error_received(any_loop):
     assert loop.run_until_complete(scenario()) == (
         [b"one", b"three"],
         [("error_received", PermissionError), ("connection_lost", type(None))])
+
+
+# ---- the socket is closed in the iteration after abort(), as there ------------
+
+@pytest.mark.parametrize("kind", ["tcp", "udp", "tcp-written", "udp-sent", "close"])
+def test_socket_is_closed_one_iteration_after_abort(any_loop, kind):
+    """The selector loop closes the socket in connection_lost's callback,
+    which runs in the iteration after abort() (or close() with nothing to
+    send): anyio's aclose() aborts, yields once and checks that
+    sock.fileno() is -1, and a test thread waiting for the peer to see the
+    close must see it.  uringloop's requests on the socket are cancelled
+    then; their completions must not hold the close for a later
+    iteration."""
+    loop = any_loop
+
+    async def main():
+        lsock = socket.create_server(("127.0.0.1", 0))
+        peer = None
+        if kind.startswith("udp"):
+            tr, _ = await loop.create_datagram_endpoint(
+                asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0))
+        else:
+            tr, _ = await loop.create_connection(asyncio.Protocol, *lsock.getsockname())
+            peer, _ = lsock.accept()
+        sock = tr.get_extra_info("socket")
+        await asyncio.sleep(0.01)      # its receive is armed, and waiting
+        if kind == "tcp-written":
+            tr.write(b"x")
+            await asyncio.sleep(0)
+        elif kind == "udp-sent":
+            tr.sendto(b"x", lsock.getsockname())
+            await asyncio.sleep(0)
+        if kind == "close":
+            tr.close()
+        else:
+            tr.abort()
+        await asyncio.sleep(0)
+        fileno = sock.fileno()
+        if peer is not None:
+            peer.settimeout(5)
+            peer.recv(10)               # the close reached the peer
+            peer.close()
+        lsock.close()
+        return fileno
+    assert loop.run_until_complete(main()) == -1
+
+
+def test_a_reset_while_reading_is_paused_is_reported_on_resume(any_loop):
+    """The selector loop reads nothing while a transport's reading is
+    paused, so a peer's reset then reaches connection_lost() only after
+    resume_reading(), and a send in between is what meets it (sendfile
+    pauses reading and must raise ConnectionError itself, the transport
+    still open).  uringloop's receive stays armed while paused; the error
+    it gets must wait for the resume as its data does."""
+    loop = any_loop
+
+    async def main():
+        lsock = socket.create_server(("127.0.0.1", 0))
+        proto = _Events()
+        tr, _ = await loop.create_connection(lambda: proto, *lsock.getsockname())
+        peer, _ = lsock.accept()
+        lsock.close()
+        await asyncio.sleep(0.01)
+        tr.pause_reading()
+        await asyncio.sleep(0)
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()
+        for _ in range(5):
+            await asyncio.sleep(0.01)
+        paused = (list(proto.events), tr.is_closing())
+        tr.resume_reading()
+        for _ in range(5):
+            await asyncio.sleep(0.01)
+        return paused, proto.events
+    assert loop.run_until_complete(main()) == (
+        ([], False), [("connection_lost", ConnectionResetError)])

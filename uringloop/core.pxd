@@ -62,6 +62,7 @@ cdef class Operation:
                                      # (a transport's, a server's), or None
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1
+    cdef object owner(self)
     cdef int abandon(self) except -1
     cdef int release(self) except -1
     cdef int drained(self, int32_t res, uint32_t flags) except -1
@@ -114,7 +115,8 @@ cdef class RingLoop:
     cdef int wait_and_reap(self, int64_t timeout_ns, unsigned held) except -1
     cdef int reap(self, unsigned limit=*) except -1
     cdef int reap_after_enter(self, unsigned held) except -1
-    cdef int dispatch_ahead(self, int fd) except -1
+    cdef int dispatch_ahead(self, int fd, object owner=*) except -1
+    cdef int settle(self, object owner) except -1
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1
     cdef double clock(self) except? -1.0
     cdef int arm_wakeup(self) except -1

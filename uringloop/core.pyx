@@ -231,8 +231,10 @@ cdef object new_future(RingLoop loop):
 
 # reap(): no limit on the completions dispatched
 cdef unsigned REAP_ALL = 0xffffffff
-# dispatch_ahead(): the stream sends rather than one socket's requests
+# dispatch_ahead(): the stream sends, or one transport's requests, rather
+# than one socket's requests
 cdef int SENDS_AHEAD = -1
+cdef int OWNER_AHEAD = -2
 cdef double MAXIMUM_TIMEOUT = 24 * 3600.0
 # How long close() waits for the kernel to give back in-flight requests.
 cdef double CLOSE_DRAIN_SECONDS = 5.0
@@ -591,10 +593,11 @@ cdef class RingLoop:
                 self.dispatch(<Operation><PyObject *><uintptr_t>c.user_data, c.res, c.flags)
         return 0
 
-    cdef int dispatch_ahead(self, int fd) except -1:
+    cdef int dispatch_ahead(self, int fd, object owner=None) except -1:
         """Dispatch now, ahead of the completions before them in the ring
-        (which keep their order), those of the socket requests on fd, or
-        with fd SENDS_AHEAD those of the stream sends.
+        (which keep their order), those of the socket requests on fd, with
+        fd SENDS_AHEAD those of the stream sends, with OWNER_AHEAD those of
+        the requests that owner (a transport) made (settle).
         - Sends: the selector loop sends inside write(), so its
           get_write_buffer_size() drops at once; completions held for the
           ready callbacks (wait_and_reap) must not hold a send's.
@@ -617,6 +620,9 @@ cdef class RingLoop:
             if fd == SENDS_AHEAD:
                 if (kind is not <PyTypeObject *>StreamSend and kind is not <PyTypeObject *>ZcSend
                         and kind is not <PyTypeObject *>DatagramSend):
+                    continue
+            elif fd == OWNER_AHEAD:
+                if (<Operation>op).owner() is not owner:
                     continue
             elif (not isinstance(<object>op, SocketOperation)
                     or (<SocketOperation>op).fd != fd):
@@ -642,6 +648,30 @@ cdef class RingLoop:
             if copies != near:
                 PyMem_Free(copies)
         return 0
+
+    cdef int settle(self, object owner) except -1:
+        """A transport closes its socket (after connection_lost) while the
+        kernel still holds its requests, every one of them cancelled: hand
+        the cancels to the kernel now, let it run the completion work it
+        deferred to us, and dispatch that transport's completions ahead of
+        the rest, so that the last one closes the socket before the callback
+        returns, as the selector loop closes it (anyio's aclose() checks
+        sock.fileno() == -1 after one checkpoint; a thread that waits for
+        the peer to see the close would wait for good).  Requests the
+        kernel keeps (zero-copy data in the socket's queue) keep the close
+        for their completion, as before."""
+        if not self.ring.open or self.draining:
+            return 0
+        try:
+            # (bounded, as Server.close(): the cancel of a request waiting
+            # for readiness completes inside the enter that submits it)
+            for _ in range(3):
+                self.ring.submit()
+                if not ul_sq_taskrun(&self.ring.r):
+                    break
+        except (RuntimeError, OSError):
+            return 0    # another thread owns the ring: the next enter does it
+        return self.dispatch_ahead(OWNER_AHEAD, owner)
 
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1:
         """One completion: op.complete() in op's context; the reference

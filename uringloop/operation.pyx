@@ -48,6 +48,10 @@ cdef class Operation:
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         return 0
 
+    cdef object owner(self):
+        """The transport this request works for (RingLoop.settle), or None."""
+        return None
+
     cdef int release(self) except -1:
         """The loop is closing and the kernel has posted the final CQE:
         let go of buffers now rather than when the waiter is collected."""

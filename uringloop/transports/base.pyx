@@ -67,7 +67,10 @@ cdef class BaseTransport:
 
     cdef int close_socket(self) except -1:
         if self.ops_pending:
+            # closed by the completion that brings ops_pending to 0, which
+            # settle() dispatches now where the kernel lets go at once
             self.sock_close_pending = True
+            self.loop.settle(self)
         elif self.sock is not None:
             self.sock.close()
         return 0

@@ -27,6 +27,9 @@ cdef class DatagramRecv(Operation):
         ul_prep_recvmsg_multishot(sqe, self.transport.fd, &self.msg, 0, RECV_BUFFER_GROUP)
         return 0
 
+    cdef object owner(self):
+        return self.transport
+
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef unsigned bid, name_used, msg_flags
         cdef unsigned char *buf
@@ -67,6 +70,9 @@ cdef class DatagramSend(Operation):
     chain (see DatagramTransport, sending).  A zero-copy one stays alive,
     with its data, until the kernel's notification; then it is reused."""
 
+    cdef object owner(self):
+        return self.transport
+
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef DatagramTransport tr = self.transport
         if flags & IORING_CQE_F_NOTIF:
@@ -92,6 +98,9 @@ cdef class DatagramWritable(Operation):
     cdef int arm(self) except -1:
         ul_prep_poll_add(self.loop.sqe_for(self), self.transport.fd, POLLOUT)
         return 0
+
+    cdef object owner(self):
+        return self.transport
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef DatagramTransport tr = self.transport

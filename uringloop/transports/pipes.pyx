@@ -30,6 +30,9 @@ cdef class PipeIO(Operation):
                          <size_t>PIPE_MAX_READ, <uint64_t>-1)
         return 0
 
+    cdef object owner(self):
+        return self.transport
+
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         if self.writing:
             return (<WritePipeTransport>self.transport).write_completed(res)
@@ -39,6 +42,9 @@ cdef class PipeIO(Operation):
 @cython.final
 cdef class HangupWatch(Operation):
     cdef WritePipeTransport transport
+
+    cdef object owner(self):
+        return self.transport
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         self.transport.hangup_armed = False

@@ -7,6 +7,7 @@ cdef class StreamTransport(BaseTransport):
     cdef bint reading_paused
     cdef bint eof_seen               # the peer's FIN has arrived
     cdef bint eof_pending            # ...and waits for resume_reading
+    cdef object error_pending        # a read error that came while paused, or None
     cdef list paused_data            # received while reading was paused, or None
     cdef Py_ssize_t paused_bytes
     cdef StreamRecv recv_op

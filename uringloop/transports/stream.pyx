@@ -153,6 +153,9 @@ cdef inline Py_ssize_t chunk_len(object chunk):
 @cython.final
 cdef class StreamRecv(Operation):
 
+    cdef object owner(self):
+        return self.transport
+
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef StreamTransport tr = self.transport
         cdef unsigned bid
@@ -212,12 +215,18 @@ cdef class StreamPoll(Operation):
     peer that closed while the data before it was being read (a 16 MiB
     echo in test_stream_echo_is_byte_exact hung)."""
 
+    cdef object owner(self):
+        return self.transport
+
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         return self.transport.poll_completed(res, flags)
 
 
 @cython.final
 cdef class StreamSend(Operation):
+
+    cdef object owner(self):
+        return self.transport
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         self.held = None
@@ -248,7 +257,7 @@ cdef class StreamTransport(BaseTransport):
         cdef io_uring_sqe *sqe
         cdef StreamRecv op = self.recv_op
         if (self.recv_armed or self.closing or self.reading_paused
-                or self.eof_seen or self.eof_pending):
+                or self.eof_seen or self.eof_pending or self.error_pending is not None):
             return 0
         if self.zc_rx:
             if not self.zc_starved:
@@ -407,9 +416,18 @@ cdef class StreamTransport(BaseTransport):
             return self.received_eof()
         elif res == -ECANCELED or res == -ENOBUFS:
             pass        # paused or closing; or the buffer ring ran dry
+        elif self.closing:
+            return 0
+        elif self.reading_paused or self.paused_data:
+            # The RECV stays armed while paused (pause_reading); the
+            # selector loop reads nothing then, and meets the error when
+            # reading resumes, after the data before it: so does this one.
+            # (sendfile pauses reading, and its send must be the one that
+            # reports a peer's reset, with the transport still open.)
+            self.error_pending = convert_error(res)
+            return 0
         else:
-            if not self.closing:
-                self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
+            self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
             return 0
         if final:
             self.start_reading()
@@ -527,6 +545,11 @@ cdef class StreamTransport(BaseTransport):
             self.deliver(data)
         if self.reading_paused or self.conn_lost:
             return
+        if self.error_pending is not None:
+            exc, self.error_pending = self.error_pending, None
+            if not self.closing:
+                self.fatal_error(exc, 'Fatal read error on socket transport')
+            return
         if self.eof_pending:
             if not self.closing:
                 self.deliver_eof()
@@ -559,7 +582,7 @@ cdef class StreamTransport(BaseTransport):
         if self.closing or not self.reading_paused:
             return
         self.reading_paused = False
-        if self.paused_data or self.eof_pending:
+        if self.paused_data or self.eof_pending or self.error_pending is not None:
             self.loop.call_soon(self._deliver_paused)
         else:
             self.start_reading()

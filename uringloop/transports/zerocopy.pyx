@@ -496,6 +496,9 @@ cdef int chunk_released(object chunk, int32_t res, bint notified) except -1:
 @cython.final
 cdef class ZcSend(Operation):
 
+    cdef object owner(self):
+        return self.transport
+
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef StreamTransport tr = self.transport
         chunk = self.chunk
