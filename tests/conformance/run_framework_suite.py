@@ -43,7 +43,7 @@ import tarfile
 ANYIO_VERSION = "4.16.0"
 ANYIO_TEST_DEPS = ["pytest>=9", "blockbuster", "hypothesis", "psutil", "pytest-mock",
                    "pytest-timeout", "trustme", "truststore", "uvloop",
-                   "typing_extensions>=4.15"]
+                   "typing_extensions>=4.16"]   # (anyio 4.16 imports its sentinel)
 ANYIO_PARAM = '''import uringloop as _uringloop
 asyncio_params.append(pytest.param(
     ("asyncio", {"debug": True, "loop_factory": _uringloop.new_event_loop}),
@@ -158,6 +158,11 @@ def run_uvicorn(args):
     print(f"\nfailing on uringloop only ({len(ours)}):")
     for line in sorted(ours):
         print("  ", line)
+    unrun = [loop for loop in loops if " passed" not in summaries[loop]]
+    if unrun:
+        raise SystemExit(f"no test passed on {', '.join(unrun)}")
+    if ours:
+        raise SystemExit(1)
 
 
 AIOHTTP_VERSION = "3.14.5"
@@ -309,6 +314,14 @@ def report(suite, version, workdir, out):
     print(f"\nfailing on uringloop only ({len(only_ours)}):")
     for nodeid in only_ours:
         print("  ", nodeid)
+    unrun = [loop for loop in ("stdlib", "uringloop") if not counts.get(loop, {}).get("PASSED")]
+    if unrun:
+        # a suite that did not collect (a missing test dependency) passes
+        # nothing on any loop: that is a failed run, not a clean one
+        tail = "\n".join(out.stdout.strip().splitlines()[-5:])
+        raise SystemExit(f"no test passed on {', '.join(unrun)}; the end of the log:\n{tail}")
+    if only_ours:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
