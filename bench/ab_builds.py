@@ -5,6 +5,7 @@ request apart (the loop's own cost shows in user time).
     git worktree add /tmp/before <commit> && (cd /tmp/before && python3 setup.py build_ext --inplace)
     python3 bench/ab_builds.py --before /tmp/before --after . --rounds 7
     python3 bench/ab_builds.py --before /tmp/before --after . --http      # wrk, aiohttp and raw
+    python3 bench/ab_builds.py --before /tmp/before --after . --http --close  # a connection per request
 
 Each build is used through PYTHONPATH (an in-place build of each tree);
 servers are pinned to CPU 0 and the load generator to CPU 1, with the
@@ -57,7 +58,7 @@ def echo_cell(client, tree, style, size, seconds, conns):
             (result["server_user_ticks"] + result["server_sys_ticks"]) * per_req)
 
 
-def http_cell(tree, app, seconds, conns):
+def http_cell(tree, app, seconds, conns, close=False):
     proc, port = server(tree, [os.path.join(HERE, "http_server.py"),
                                "--loop", "uringloop", "--app", app])
     url = f"http://127.0.0.1:{port}/"
@@ -65,8 +66,12 @@ def http_cell(tree, app, seconds, conns):
         subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c8", "-d1s", url],
                        capture_output=True)                      # warm-up
         u0, t0 = cpu(proc.pid)
+        # (--close: the server closes each connection after its response,
+        # with its receive armed: what closing a transport costs)
+        headers = ["-H", "Connection: close"] if close else []
         out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}",
-                              f"-d{seconds}s", url], capture_output=True, text=True).stdout
+                              f"-d{seconds}s", *headers, url],
+                             capture_output=True, text=True).stdout
         u1, t1 = cpu(proc.pid)
     finally:
         proc.kill()
@@ -83,12 +88,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--http", action="store_true", help="wrk cells instead of echo")
+    parser.add_argument("--close", action="store_true",
+                        help="with --http: 'Connection: close', one connection per request")
     parser.add_argument("--cells", help="echo cells, style/size[/connections], "
                                         "e.g. protocol/1024,streams/1024,protocol/10240/1000")
     args = parser.parse_args()
     if args.http:
         cells = [("aiohttp", None), ("raw", None)]
-        run = lambda tree, cell: http_cell(tree, cell[0], int(args.seconds), 64)
+        run = lambda tree, cell: http_cell(tree, cell[0], int(args.seconds), 64, args.close)
     else:
         client = run_echo.build_client()
         cells = [("protocol", 1024, 10), ("protocol", 10240, 10), ("streams", 1024, 10),
