@@ -1516,12 +1516,17 @@ class Loop(RingLoop, base_events.BaseEventLoop):
         return (f'<{type(self).__name__} running={self.is_running()} '
                 f'closed={self.is_closed()} debug={self.get_debug()}>')
 
-    def __del__(self):
+    def __del__(self, _base_del=base_events.BaseEventLoop.__del__,
+                _finalizing=sys.is_finalizing):
         # A Loop whose ring could not be made never ran __init__: there is
-        # nothing to warn about or close.
-        if not hasattr(self, '_thread_id'):
+        # nothing to warn about or close.  Nor when the interpreter is
+        # shutting down: this module's globals may be gone already (a
+        # gunicorn worker's loop is collected then: "'NoneType' object has
+        # no attribute 'BaseEventLoop'"), and the process's exit gives the
+        # ring and its sockets back to the kernel.
+        if not hasattr(self, '_thread_id') or _finalizing():
             return
-        base_events.BaseEventLoop.__del__(self)
+        _base_del(self)
 
     def run_forever(self):
         self._check_owner_process()
