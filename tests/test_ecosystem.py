@@ -1,6 +1,7 @@
 """Where uvloop users plug a loop in today: gunicorn with aiohttp workers,
 uvicorn's custom loop option, pytest-asyncio.  Real processes, real HTTP."""
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -220,3 +221,75 @@ async def test_pytest_asyncio_runs_on_uringloop():
     loop = asyncio.get_running_loop()
     assert isinstance(loop, uringloop.Loop)
     await asyncio.sleep(0.001)
+
+
+# ---- gunicorn --reuse-port: a listening socket per worker ----------------------
+
+PROBE = os.path.join(os.path.dirname(__file__), "helpers", "reuseport_probe.py")
+
+
+@pytest.fixture
+def reuseport_probe():
+    """Runs tests/helpers/reuseport_probe.py in a network namespace of its
+    own whose net.ipv4.tcp_migrate_req is set as asked (the host's is left
+    alone); returns its JSON line."""
+    pytest.importorskip("gunicorn")
+    if os.geteuid() != 0 or not os.path.exists("/proc/sys/net/ipv4/tcp_migrate_req"):
+        pytest.skip("needs root (network namespaces) and net.ipv4.tcp_migrate_req (5.14)")
+    try:
+        subprocess.run(["ip", "-V"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("ip (iproute2) not installed")
+    made = []
+
+    def run(scenario, migrate, worker="uringloop.gunicorn.UringWebWorker"):
+        name = f"ulrp{os.getpid()}m{migrate}"
+        if name not in made:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+            subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
+            made.append(name)
+            subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+            subprocess.run(["ip", "netns", "exec", name, "sysctl", "-qw",
+                            f"net.ipv4.tcp_migrate_req={migrate}"], check=True)
+        out = subprocess.run(["ip", "netns", "exec", name, sys.executable, PROBE, scenario,
+                              "8000", worker], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    yield run
+    for name in made:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def test_gunicorn_reuse_port_workers_listen_apart_and_both_serve(reuseport_probe):
+    """gunicorn --reuse-port gives each worker a listening socket of its
+    own and the kernel spreads connections over them by address, whoever
+    runs first: both uringloop workers serve a burst of 64 (the even split
+    the shared socket leaves to the scheduler; bench/run_gunicorn.py)."""
+    out = reuseport_probe("spread", 1)
+    assert out["listeners"] == 2
+    assert len(out["served"]) == 2, out
+    assert sum(out["served"].values()) == 64
+
+
+@pytest.mark.parametrize("how", ["term", "kill"])
+def test_gunicorn_reuse_port_worker_exit_loses_no_queued_connection(reuseport_probe, how):
+    """A --reuse-port worker that exits while connections wait on its own
+    socket: with net.ipv4.tcp_migrate_req = 1 the kernel moves them to the
+    other worker's socket, and every one is answered; a worker told to
+    exit (SIGTERM) answers them itself before its server closes, whatever
+    the setting."""
+    out = reuseport_probe(how, 1)
+    assert (out["answered"], out["failed"]) == (40, []), out
+    if how == "term":
+        out = reuseport_probe(how, 0)
+        assert (out["answered"], out["failed"]) == (40, []), out
+
+
+def test_gunicorn_reuse_port_kill_without_migration_resets_the_queued(reuseport_probe):
+    """The control for the test above: without tcp_migrate_req the
+    connections queued on a killed worker's socket are reset (the kernel's
+    doing, the same with the stdlib loop's worker), so that scenario really
+    leaves connections on the worker's own socket."""
+    out = reuseport_probe("kill", 0)
+    assert 0 < out["answered"] < 40 and set(out["failed"]) == {"ConnectionResetError"}, out
