@@ -10,6 +10,12 @@ For each worker class and round:
          worker holds halfway through (counted from /proc/PID/fd).
 
     python3 bench/run_gunicorn.py [--rounds 3] [--seconds 5] [--workers uringloop,uvloop,asyncio]
+    python3 bench/run_gunicorn.py --reuse-port     # a listening socket per worker
+
+With --reuse-port gunicorn gives each worker a listening socket of its own
+(one SO_REUSEPORT group) and the kernel picks the socket by the
+connection's addresses: the split no longer depends on which worker runs
+first, nor on how busy it is.
 
 Needs gunicorn, aiohttp, uvloop (bench/requirements.txt) and wrk.
 """
@@ -39,11 +45,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(worker, port):
+def start(worker, port, reuse_port=False):
     proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "aiohttp_app:make_app", "-k", WORKERS[worker],
          "-w", "2", "-b", f"127.0.0.1:{port}", "--graceful-timeout", "2",
-         "--keep-alive", "30"],
+         "--keep-alive", "30", *(["--reuse-port"] if reuse_port else [])],
         cwd=APPS, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -148,13 +154,15 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--workers", default=",".join(WORKERS))
+    parser.add_argument("--reuse-port", action="store_true",
+                        help="gunicorn --reuse-port: a listening socket per worker")
     args = parser.parse_args()
     workers = args.workers.split(",")
     results = {w: {"burst": [], "wrk_share": [], "rps": []} for w in workers}
     for rnd in range(args.rounds):
         for w in workers:
             port = free_port()
-            proc, pids = start(w, port)
+            proc, pids = start(w, port, args.reuse_port)
             try:
                 served = burst(port)
                 time.sleep(0.3)
@@ -174,6 +182,7 @@ def main():
             print(f"round {rnd + 1} {w:10s} burst {per_worker} "
                   f"under wrk {held_list} conns, {rps:.0f} req/s", flush=True)
     print()
+    print("gunicorn -w 2" + (" --reuse-port" if args.reuse_port else ", one shared listening socket"))
     print("| worker | busier worker's share, burst of 64 (median, max) "
           "| busier share under wrk -c64 | req/s (median) |")
     print("|---|---|---|---|")

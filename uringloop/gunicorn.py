@@ -9,7 +9,18 @@ with its loop made by uringloop:
 
     gunicorn app:app -k uringloop.gunicorn.UringUvicornWorker -w 2
 
-Each worker process makes its own ring after the fork.  Where io_uring is
+Each worker process makes its own ring after the fork.
+
+How connections spread over the workers: by default they share the
+arbiter's listening socket, and whichever worker's loop runs first takes a
+new connection (a busy or blocked worker takes none; bursts split about
+60/40 over two workers here, bench/run_gunicorn.py).  With gunicorn's
+`--reuse-port` each worker listens on a socket of its own and the kernel
+picks one by the connection's addresses: bursts split evenly, but a busy
+worker still gets its share.  Set net.ipv4.tcp_migrate_req = 1 with it: a
+worker that dies (or is killed at --timeout) otherwise resets the
+connections still queued on its socket (tests/test_ecosystem.py,
+..._reuse_port_...).  Where io_uring is
 refused a worker runs on the stdlib loop, with one warning (see
 uringloop.run; URINGLOOP_STRICT=1 makes it an error).  The aiohttp worker
 needs aiohttp; the ASGI worker needs uvicorn, and takes its base class from
