@@ -100,6 +100,10 @@ cdef class RingLoop:
     cdef Py_ssize_t spare_send_count
     cdef list send_flushes        # Stream/DatagramTransports to flush before the enter
     cdef unsigned links_submitted # chained sends prepared since the last enter
+    cdef int64_t spin_ns          # busy polling before a sleep (0: off)
+    cdef int64_t last_wait_ns     # how long the last wait for completions took
+    cdef uint64_t spins           # waits that watched the ring first ...
+    cdef uint64_t spin_hits       # ... and found work without sleeping
     cdef list zcrx_users          # ZeroCopyReceive bound to this loop's thread
     cdef object recv_leftover     # fd -> bytes received after a cancel
     cdef ul_buf_ring recv_buffers # provided buffers for multishot receives
@@ -113,6 +117,7 @@ cdef class RingLoop:
     cdef int cancel_op(self, Operation op) except -1
     cdef int cancel_fd(self, int fd) except -1
     cdef int wait_and_reap(self, int64_t timeout_ns, unsigned held) except -1
+    cdef int wait(self, unsigned wait_nr, int64_t timeout_ns, unsigned held) except -1
     cdef int reap(self, unsigned limit=*) except -1
     cdef int reap_after_enter(self, unsigned held) except -1
     cdef int dispatch_ahead(self, int fd, object owner=*) except -1

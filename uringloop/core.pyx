@@ -229,6 +229,20 @@ cdef object new_future(RingLoop loop):
     return loop.create_future()
 
 
+def _spin_ns():
+    """URINGLOOP_SPIN_US in nanoseconds (0: off); a bad value is an error."""
+    value = os.environ.get("URINGLOOP_SPIN_US", "").strip()
+    if not value:
+        return 0
+    try:
+        us = int(value)
+    except ValueError:
+        raise ValueError(f"URINGLOOP_SPIN_US must be a whole number of microseconds, not {value!r}")
+    if not 0 <= us <= 1000:
+        raise ValueError(f"URINGLOOP_SPIN_US must be between 0 and 1000, not {us}")
+    return us * 1000
+
+
 # reap(): no limit on the completions dispatched
 cdef unsigned REAP_ALL = 0xffffffff
 # dispatch_ahead(): the stream sends, or one transport's requests, rather
@@ -236,6 +250,18 @@ cdef unsigned REAP_ALL = 0xffffffff
 cdef int SENDS_AHEAD = -1
 cdef int OWNER_AHEAD = -2
 cdef double MAXIMUM_TIMEOUT = 24 * 3600.0
+# Busy polling, off unless URINGLOOP_SPIN_US is set (microseconds, read when
+# a loop is made): before sleeping in io_uring_enter, watch the ring for
+# completion work for up to that long, if the previous wait took no longer
+# (a peer that answers within microseconds); a loop whose waits are long
+# never spins (loop.stats() counts spins and spin_hits).  It trades CPU for
+# round-trip latency, as SO_BUSY_POLL does.  Measured on a 2-core VM with
+# 20 us (bench/ab_builds.py, 5 rounds, echo, server on one core and the
+# client on the other): 1 KiB x 10 connections 1.13x req/s at the same CPU
+# per request (both ends had been idle a fifth of the time, each waiting
+# for the other's wake-up; uvloop, which sleeps too, was ahead), streams
+# 1 KiB 1.07x, 1000 connections 1.03x; but 100 KiB x 10 1.06x req/s at
+# 1.16x the CPU per request, the spinning counted where the loop slept.
 # How long close() waits for the kernel to give back in-flight requests.
 cdef double CLOSE_DRAIN_SECONDS = 5.0
 
@@ -444,6 +470,7 @@ cdef class RingLoop:
         self.counts = ul_loop_counts_new()
         if self.counts == NULL:
             raise MemoryError()
+        self.spin_ns = _spin_ns()       # (a bad value fails before the ring is made)
         shrink = ring_sizes(&sq_entries, &cq_entries)
         self.ring = new_ring("this loop's io_uring", "Event loop is closed")
         ret = self.ring.setup(sq_entries, cq_entries, WANTED_SETUP_FLAGS, shrink)
@@ -471,6 +498,7 @@ cdef class RingLoop:
         self.writers = {}
         self.accepting = {}
         self.send_flushes = []
+        self.last_wait_ns = self.spin_ns + 1    # no spinning until a short wait
         self.zcrx_users = []
         self.recv_leftover = {}
         self._transports = {}
@@ -575,7 +603,36 @@ cdef class RingLoop:
             # Nothing to submit and the kernel holds no completion work for
             # us: the system call would return at once with nothing.
             return self.reap_after_enter(held)
+        if timeout_ns == 0:
+            self.ring.enter(wait_nr, 0)
+            return self.reap_after_enter(held)
+        return self.wait(wait_nr, timeout_ns, held)
+
+    cdef int wait(self, unsigned wait_nr, int64_t timeout_ns, unsigned held) except -1:
+        """The enter that may sleep: with busy polling (URINGLOOP_SPIN_US,
+        above) and after a short previous wait, hand the queued requests
+        over and watch the ring for up to spin_ns first; then sleep for
+        what is left of timeout_ns."""
+        cdef int64_t start = ul_now_ns(), budget = self.spin_ns
+        cdef int found
+        if (budget and self.last_wait_ns <= budget
+                and (self.ring.r.setup_flags & IORING_SETUP_TASKRUN_FLAG)):
+            if 0 < timeout_ns < budget:
+                budget = timeout_ns
+            if ul_sq_pending(&self.ring.r):
+                self.ring.enter(0, 0)
+            self.spins += 1
+            with nogil:         # (other threads run meanwhile, as in a sleep)
+                found = ul_spin_for_work(&self.ring.r, budget)
+            if found:
+                self.spin_hits += 1
+                self.ring.enter(0, 0)       # runs the completion work
+                self.last_wait_ns = ul_now_ns() - start
+                return self.reap_after_enter(held)
+            if timeout_ns > 0:
+                timeout_ns = max(timeout_ns - budget, 0)
         self.ring.enter(wait_nr, timeout_ns)
+        self.last_wait_ns = ul_now_ns() - start
         return self.reap_after_enter(held)
 
     cdef int reap_after_enter(self, unsigned held) except -1:
@@ -1325,7 +1382,9 @@ cdef class RingLoop:
     def stats(self):
         """Counters of this loop's ring, for tests and benchmarks.
 
-        enter_calls: io_uring_enter system calls made; sqes_submitted: SQEs
+        enter_calls: io_uring_enter system calls made; spins: waits that
+        watched the ring before sleeping (after a short wait), spin_hits:
+        those that found work without sleeping; sqes_submitted: SQEs
         the kernel consumed; cqes_reaped: completions handled; ops_in_flight:
         operations the kernel may still complete; transports: transports
         this loop made that are not yet collected (closed or not);
@@ -1334,6 +1393,8 @@ cdef class RingLoop:
         """
         return {
             'enter_calls': self.ring.r.enter_calls,
+            'spins': self.spins,
+            'spin_hits': self.spin_hits,
             'sqes_submitted': self.ring.r.sqes_submitted,
             'cqes_reaped': self.ring.r.cqes_reaped,
             'ops_in_flight': self.ops_in_flight,

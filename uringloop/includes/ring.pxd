@@ -117,6 +117,8 @@ cdef extern from "ring/ring.h" nogil:
     void ul_cq_advance(ul_ring *r, unsigned n)
     int ul_cq_overflowed(ul_ring *r)
     int ul_sq_taskrun(ul_ring *r)
+    int64_t ul_now_ns()
+    int ul_spin_for_work(ul_ring *r, int64_t budget_ns) nogil
 
     unsigned UL_MAX_IO_LEN
     void ul_prep_nop(io_uring_sqe *sqe)

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include "abi.h"
@@ -132,6 +133,38 @@ static inline void ul_cq_advance(ul_ring *r, unsigned n)
 static inline int ul_sq_taskrun(ul_ring *r)
 {
     return (__atomic_load_n(r->sq_kflags, __ATOMIC_RELAXED) & IORING_SQ_TASKRUN) != 0;
+}
+
+/* CLOCK_MONOTONIC in nanoseconds (vDSO: no system call). */
+static inline int64_t ul_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Watch the ring, without sleeping, for up to budget_ns: 1 as soon as
+ * completion work waits for us (IORING_SQ_TASKRUN, or CQEs posted), 0 when
+ * the time is up.  For the loop's short waits (RingLoop.wait_and_reap):
+ * going to sleep in io_uring_enter and being woken costs the wake-up's
+ * latency, which a peer that answers within microseconds pays on every
+ * round trip. */
+static inline int ul_spin_for_work(ul_ring *r, int64_t budget_ns)
+{
+    int64_t end = ul_now_ns() + budget_ns;
+    for (;;) {
+        for (int i = 0; i < 32; i++) {
+            if (ul_sq_taskrun(r) || ul_cq_ready(r))
+                return 1;
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#elif defined(__aarch64__)
+            __asm__ __volatile__("yield");
+#endif
+        }
+        if (ul_now_ns() >= end)
+            return 0;
+    }
 }
 
 static inline int ul_cq_overflowed(ul_ring *r)
