@@ -122,6 +122,7 @@ cdef class RingLoop:
     cdef int reap_after_enter(self, unsigned held) except -1
     cdef int dispatch_ahead(self, int fd, object owner=*) except -1
     cdef int settle(self, object owner) except -1
+    cdef bint hand_over_now(self) except -1
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1
     cdef double clock(self) except? -1.0
     cdef int arm_wakeup(self) except -1

@@ -719,16 +719,24 @@ cdef class RingLoop:
         for their completion, as before."""
         if not self.ring.open or self.draining:
             return 0
+        if self.hand_over_now():
+            return self.dispatch_ahead(OWNER_AHEAD, owner)
+        return 0
+
+    cdef bint hand_over_now(self) except -1:
+        """Submit the queued requests (cancels, mostly) now, and enter until
+        the kernel holds no completion work deferred to us (bounded: the
+        cancel of a request waiting for readiness completes inside the
+        enter that submits it).  Server.close() and settle().  False when
+        another thread owns the ring: its next enter does it."""
         try:
-            # (bounded, as Server.close(): the cancel of a request waiting
-            # for readiness completes inside the enter that submits it)
             for _ in range(3):
                 self.ring.submit()
                 if not ul_sq_taskrun(&self.ring.r):
                     break
         except (RuntimeError, OSError):
-            return 0    # another thread owns the ring: the next enter does it
-        return self.dispatch_ahead(OWNER_AHEAD, owner)
+            return False
+        return True
 
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1:
         """One completion: op.complete() in op's context; the reference

@@ -21,15 +21,10 @@ import subprocess
 import sys
 import time
 
-APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "apps")
-
-
-def worker_pids(master):
-    try:
-        with open(f"/proc/{master}/task/{master}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
+HERE = os.path.dirname(os.path.abspath(__file__))
+APPS = os.path.join(HERE, os.pardir, "apps")
+sys.path.insert(0, os.path.join(HERE, os.pardir, os.pardir, "bench"))
+from run_gunicorn import worker_pids  # noqa: E402  (the gunicorn benchmark's)
 
 
 def listeners(port):

@@ -97,17 +97,10 @@ cdef class ServerAccept(Operation):
             ul_prep_cancel(sqe, <uint64_t><uintptr_t><PyObject *>self,
                            IORING_ASYNC_CANCEL_ALL)
             ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
-            try:
-                # The cancelled poll holds the listening file until its
-                # deferred completion has run: enter until the kernel has
-                # no such work left (bounded; the CQE waits in the CQ for
-                # the next reap).
-                for _ in range(3):
-                    self.loop.ring.submit()
-                    if not ul_sq_taskrun(&self.loop.ring.r):
-                        break
-            except (RuntimeError, OSError):
-                pass    # another thread owns the ring: the next enter does it
+            # The cancelled poll holds the listening file until its
+            # deferred completion has run (its CQE waits in the CQ for the
+            # next reap).
+            self.loop.hand_over_now()
         self.sock.close()
         return 0
 
