@@ -749,3 +749,65 @@ def test_a_reset_while_reading_is_paused_is_reported_on_resume(any_loop):
         return paused, proto.events
     assert loop.run_until_complete(main()) == (
         ([], False), [("connection_lost", ConnectionResetError)])
+
+
+# ---- writelines() and write buffer limits take what the stdlib takes ---------
+
+def test_writelines_with_a_bad_item_queues_nothing(any_loop):
+    """The stdlib's writelines() checks every item before it queues one
+    (3.11 joins them, 3.12 makes a memoryview of each): a bad item raises
+    TypeError and the good items before it are not sent either."""
+    loop = any_loop
+
+    async def main():
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        tr, _ = await loop.create_connection(asyncio.Protocol, sock=a)
+        with pytest.raises(TypeError):
+            tr.writelines([b"lost", "not bytes"])
+        with pytest.raises(TypeError):
+            tr.writelines(iter([bytearray(b"lost"), 7]))
+        tr.writelines(iter([b"sent", memoryview(b"!")]))
+        tr.close()
+        got = b""
+        while True:
+            data = await loop.sock_recv(b, 100)
+            if not data:
+                break
+            got += data
+        b.close()
+        return got
+    assert loop.run_until_complete(main()) == b"sent!"
+
+
+@pytest.mark.parametrize("high, low, limits", [
+    (2 ** 63, None, (2 ** 61, 2 ** 63)),        # the stdlib keeps 2**63 as is
+    (float("inf"), 0, (0, float("inf"))),
+    (1000.0, 10.5, (10.5, 1000.0)),
+])
+def test_write_buffer_limits_take_huge_and_float_values(any_loop, high, low, limits):
+    """Any number the stdlib takes is taken; a high limit beyond what can
+    be queued never pauses writing, a small one does."""
+    loop = any_loop
+
+    async def main():
+        paused = []
+
+        class P(asyncio.Protocol):
+            def pause_writing(self):
+                paused.append(True)
+
+        a, b = socket.socketpair()
+        tr, _ = await loop.create_connection(P, sock=a)
+        tr.set_write_buffer_limits(high, low)
+        got = tr.get_write_buffer_limits()
+        tr.write(b"x" * (4 << 20))      # more than the socket takes at once
+        tr.abort()
+        b.close()
+        await asyncio.sleep(0)
+        return got, paused
+    got, paused = loop.run_until_complete(main())
+    assert paused == ([True] if high < 4 << 20 else [])
+    # uringloop stores what fits a Py_ssize_t: 2**63 - 1 for 2**63 and inf
+    assert got == limits or got == tuple(
+        2 ** 63 - 1 if v >= 2 ** 63 else int(v) for v in limits)

@@ -57,6 +57,7 @@ from cpython.weakref cimport PyWeakref_NewRef
 from posix.stat cimport struct_stat, stat as c_stat, S_ISSOCK
 from posix.unistd cimport unlink as c_unlink
 from cpython.number cimport PyNumber_Index
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t, uintptr_t
 from libc.string cimport memcpy, memcmp

@@ -122,8 +122,10 @@ cdef class BaseTransport:
             low = high // 4
         if not high >= low >= 0:
             raise ValueError(f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
-        self.high_water = high
-        self.low_water = low
+        # the stdlib takes any number: a limit beyond what can be queued
+        # (2**63, inf) means no limit; a float is taken whole
+        self.high_water = PY_SSIZE_T_MAX if high >= PY_SSIZE_T_MAX else int(high)
+        self.low_water = PY_SSIZE_T_MAX if low >= PY_SSIZE_T_MAX else int(low)
         return 0
 
     def set_write_buffer_limits(self, high=None, low=None):

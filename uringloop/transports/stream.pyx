@@ -660,8 +660,15 @@ cdef class StreamTransport(BaseTransport):
         self.maybe_pause_protocol()
 
     def writelines(self, list_of_data):
-        """Queue each buffer of the iterable; they leave in one SENDMSG."""
-        for data in list_of_data:
+        """Queue each buffer of the iterable; they leave in one SENDMSG.
+        All or nothing, as on the stdlib loop: an item that is not
+        bytes-like raises TypeError before any item is queued."""
+        items = list(list_of_data)
+        for data in items:
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f'data argument must be a bytes-like object, '
+                                f'not {type(data).__name__!r}')
+        for data in items:
             self.write(data)
 
     cdef int schedule_send(self) except -1:
