@@ -811,3 +811,70 @@ def test_write_buffer_limits_take_huge_and_float_values(any_loop, high, low, lim
     # uringloop stores what fits a Py_ssize_t: 2**63 - 1 for 2**63 and inf
     assert got == limits or got == tuple(
         2 ** 63 - 1 if v >= 2 ** 63 else int(v) for v in limits)
+
+
+# ---- sock_sendall() sends at once ----------------------------------------
+
+def test_sendall_then_cancel_of_a_pending_receive_loses_nothing(any_loop):
+    """uvloop's test_sock_send_before_cancel: a receive waits, the peer's
+    sock_sendall() sends a byte, the receive is cancelled, and the next
+    receive must get the byte.  The stdlib and uvloop send inside
+    sock_sendall() and return without running the loop, so the cancelled
+    receive never saw the byte; uringloop sent through the ring, the loop
+    ran, the first receive took the byte, and the second one waited for
+    ever."""
+    loop = any_loop
+
+    async def main():
+        listener = socket.socket()
+        listener.setblocking(False)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        client = socket.socket()
+        client.setblocking(False)
+        connecting = asyncio.ensure_future(loop.sock_connect(client, listener.getsockname()))
+        server, _ = await loop.sock_accept(listener)
+        await connecting
+        _, pending = await asyncio.wait([asyncio.ensure_future(loop.sock_recv(client, 1))],
+                                        timeout=0.05)
+        await loop.sock_sendall(server, b"1")
+        for fut in pending:
+            fut.cancel()
+        data = await asyncio.wait_for(loop.sock_recv(client, 1), 5)
+        for s in (server, client, listener):
+            s.close()
+        return data
+    assert loop.run_until_complete(main()) == b"1"
+
+
+def test_sendall_after_a_cancelled_sendall_keeps_the_byte_order(any_loop):
+    """A sendall cancelled while it waited for room has sent an unknown
+    prefix; what the next sendall sends comes after that prefix, never
+    inside it.  The peer makes room before the cancel, without the loop
+    running: a send(2) made at once must not overtake the bytes the kernel
+    still holds.  (With DEFER_TASKRUN the kernel retries the held send only
+    inside the loop's next io_uring_enter, after the cancel; uringloop also
+    makes no direct send while a sendall is in flight, for rings without
+    it.)"""
+    loop = any_loop
+
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        big = bytes(range(256)) * (16 * 1024)        # 4 MiB: more than fits
+        stuck = asyncio.ensure_future(loop.sock_sendall(a, big))
+        await asyncio.sleep(0.05)                     # it waits for room
+        got = bytearray(b.recv(1 << 20))              # room, the loop not run
+        stuck.cancel()
+        sending = asyncio.ensure_future(loop.sock_sendall(a, b"tail"))
+        while not got.endswith(b"tail"):
+            got += await asyncio.wait_for(loop.sock_recv(b, 1 << 20), 5)
+        await sending
+        a.close()
+        b.close()
+        return bytes(got)
+    got = loop.run_until_complete(main())
+    big = bytes(range(256)) * (16 * 1024)
+    prefix = got[:-len(b"tail")]
+    assert 0 < len(prefix) < len(big) and big.startswith(prefix)

@@ -1286,13 +1286,33 @@ cdef class RingLoop:
         """Send all of data. Raises OSError on socket errors; after a
         cancellation an unknown part may have been sent."""
         cdef SendAllOp op
+        cdef Py_ssize_t sent
         check_sock(self, sock)
         op = SendAllOp.__new__(SendAllOp)
         op.hold_buffer(data, PyBUF_SIMPLE)
         if op.view.len == 0:
             op.release_buffer()
             return
-        return await start(self, op, sock, sock.fileno())
+        fd = sock.fileno()
+        if self.sendalls_in_flight == 0:
+            # As the stdlib and uvloop do: send(2) at once, and return
+            # without yielding to the loop when the socket took it all
+            # (code that cancels a receive right after a sendall counts on
+            # the loop not running in between).
+            sent = ul_send_now(fd, <char *>op.view.buf, op.view.len)
+            if sent == op.view.len:
+                op.release_buffer()
+                return
+            if sent < 0:
+                if sent != -EAGAIN:
+                    op.release_buffer()
+                    raise convert_error(<int>sent)
+            else:
+                op.offset = sent
+        fut = start(self, op, sock, fd)
+        op.counted = True
+        self.sendalls_in_flight += 1
+        return await fut
 
     async def sock_sendto(self, sock, data, address):
         """Send data to address; return the number of bytes sent."""

@@ -44,6 +44,8 @@ cdef class RecvIntoOp(SocketOperation):
 
 cdef class SendAllOp(SocketOperation):
     cdef Py_ssize_t offset
+    cdef bint counted                # in loop.sendalls_in_flight
+    cdef int release_buffer(self) except -1
     cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1
 

@@ -343,6 +343,15 @@ cdef class RecvIntoOp(SocketOperation):
 
 @cython.final
 cdef class SendAllOp(SocketOperation):
+    # While one is in flight the loop's sock_sendall() does not try send(2)
+    # first: those bytes could overtake the ones the kernel still holds
+    # (a sendall cancelled while it waited for room).
+
+    cdef int release_buffer(self) except -1:
+        if self.counted:
+            self.counted = False
+            self.loop.sendalls_in_flight -= 1
+        return SocketOperation.release_buffer(self)
 
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
