@@ -878,3 +878,46 @@ def test_sendall_after_a_cancelled_sendall_keeps_the_byte_order(any_loop):
     big = bytes(range(256)) * (16 * 1024)
     prefix = got[:-len(b"tail")]
     assert 0 < len(prefix) < len(big) and big.startswith(prefix)
+
+
+def test_what_resume_writing_writes_after_close_is_sent(any_loop):
+    """close() with writes queued, and the protocol's resume_writing()
+    writes again as the queue drains: the stdlib sends that too before it
+    closes ("may append to buffer").  asyncio's SSLProtocol does this: the
+    records it held while paused, close_notify last, are written after
+    close(); uringloop had reported connection_lost() with them still
+    queued (uvloop's test_remote_shutdown_receives_trailing_data)."""
+    loop = any_loop
+
+    async def main():
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        lost = loop.create_future()
+
+        class P(asyncio.Protocol):
+            def connection_made(self, tr):
+                self.tr = tr
+
+            def resume_writing(self):
+                if not hasattr(self, "resumed"):
+                    self.resumed = True
+                    self.tr.write(b"tail" * 100_000)
+
+            def connection_lost(self, exc):
+                lost.set_result(exc)
+
+        tr, _ = await loop.create_connection(P, sock=a)
+        tr.set_write_buffer_limits(high=64 * 1024)
+        tr.write(b"x" * (4 << 20))       # more than the socket takes: paused
+        tr.close()
+        got = bytearray()
+        while True:
+            data = await asyncio.wait_for(loop.sock_recv(b, 1 << 20), 5)
+            if not data:
+                break
+            got += data
+        b.close()
+        return bytes(got), await lost
+    got, exc = loop.run_until_complete(main())
+    assert exc is None
+    assert got == b"x" * (4 << 20) + b"tail" * 100_000

@@ -930,6 +930,12 @@ cdef class StreamTransport(BaseTransport):
             self.maybe_resume_protocol()
             return 0
         self.maybe_resume_protocol()
+        if self.write_queue:
+            # resume_writing() wrote again (the stdlib's _write_ready: "may
+            # append to buffer"); its send is owed.  A closing transport
+            # sends that too before it goes: SSLProtocol writes the records
+            # it held while paused, close_notify last, after close().
+            return 0
         if self.empty_waiter is not None:
             if not self.empty_waiter.done():
                 self.empty_waiter.set_result(None)
