@@ -4,6 +4,7 @@ uvloop side by side, and print the counts of each.
     python3 tests/conformance/run_framework_suite.py anyio [--workdir DIR]
     python3 tests/conformance/run_framework_suite.py uvicorn
     python3 tests/conformance/run_framework_suite.py aiohttp
+    python3 tests/conformance/run_framework_suite.py uvloop
 
 What it does, for anyio (pinned below):
   - makes a virtual environment in the work directory (default
@@ -29,6 +30,11 @@ suite runs on) the suite's conftest loads a small plugin written by this
 script in place of aiohttp.pytest_plugin: it re-exports that plugin and
 parametrises the `loop_factory` fixture with pyloop, uvloop and uringloop,
 so each loop-driven test runs once per loop in one run (pytest-xdist, -n 2).
+
+For uvloop (pinned below) its own test suite, whose scenarios run once on
+uvloop and once on asyncio (Test_UV_* and Test_AIO_* classes): the asyncio
+variants run twice, on the stdlib loop and then with uvloop's test base
+making uringloop loops, and the failures are compared.
 
 Not part of CI (see docs/testing.md for how long a run takes).
 """
@@ -272,9 +278,68 @@ def count(report_lines):
     return counts, failures
 
 
+UVLOOP_VERSION = "0.23.0"
+UVLOOP_TEST_DEPS = ["psutil", "pyOpenSSL", "aiohttp", "pytest-timeout", f"uvloop=={UVLOOP_VERSION}"]
+# Written beside a copy of uvloop's tests: the suite's asyncio variants
+# (Test*AIO*: the same scenarios uvloop's own variants run, with the
+# stdlib's expectations) run on the loop URINGLOOP_SUITE_LOOP names.
+UVLOOP_CONFTEST = '''import os
+from uvloop import _testbase as tb
+
+if os.environ.get("URINGLOOP_SUITE_LOOP") == "uringloop":
+    import uringloop
+    tb.AIOTestCase.new_loop = lambda self: uringloop.new_event_loop()
+    tb.AIOTestCase.new_policy = lambda self: uringloop.EventLoopPolicy()
+    # where the suite expects asyncio and uvloop to differ, uringloop
+    # means to behave as asyncio
+    tb.BaseTestCase.is_asyncio_loop = lambda self: True
+'''
+
+
+def run_uvloop(args):
+    """uvloop's own tests, asyncio variants, on the stdlib loop and on
+    uringloop: what uvloop's authors check a loop for, beside asyncio."""
+    import shutil
+    workdir = os.path.join(args.workdir, "uvloop")
+    os.makedirs(workdir, exist_ok=True)
+    python = venv(workdir)
+    sh(python, "-m", "pip", "install", "-q", *UVLOOP_TEST_DEPS)
+    tree = fetch_sdist(python, workdir, "uvloop", UVLOOP_VERSION)
+    # (outside the sdist: its uvloop/ is not built and must not be imported)
+    suite = os.path.join(workdir, "suite")
+    if not os.path.isdir(suite):
+        shutil.copytree(os.path.join(tree, "tests"), os.path.join(suite, "tests"))
+    with open(os.path.join(suite, "conftest.py"), "w") as f:
+        f.write(UVLOOP_CONFTEST)
+    summaries, failures = {}, {}
+    for loop in ("stdlib", "uringloop"):
+        out = subprocess.run(
+            [python, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider",
+             "-o", "addopts=", "--timeout", "60", "-k", "AIO or Aio", *args.pytest_args],
+            cwd=suite, capture_output=True, text=True,
+            env=dict(os.environ, URINGLOOP_SUITE_LOOP=loop))
+        with open(os.path.join(args.workdir, f"uvloop-{loop}.log"), "w") as f:
+            f.write(out.stdout + out.stderr)
+        lines = out.stdout.strip().splitlines()
+        summaries[loop] = lines[-1] if lines else "(no output)"
+        failures[loop] = {l.split(" - ")[0] for l in lines if l.startswith(("FAILED", "ERROR"))}
+    print(f"\nuvloop {UVLOOP_VERSION}'s suite, asyncio variants (logs: {args.workdir}/uvloop-*.log)")
+    for loop in summaries:
+        print(f"  {loop:10} {summaries[loop]}")
+    ours = sorted(failures["uringloop"] - failures["stdlib"])
+    print(f"\nfailing on uringloop only ({len(ours)}):")
+    for line in ours:
+        print("  ", line)
+    unrun = [loop for loop in summaries if " passed" not in summaries[loop]]
+    if unrun:
+        raise SystemExit(f"no test passed on {', '.join(unrun)}")
+    if ours:
+        raise SystemExit(1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("suite", choices=["anyio", "uvicorn", "aiohttp"])
+    parser.add_argument("suite", choices=["anyio", "uvicorn", "aiohttp", "uvloop"])
     parser.add_argument("--workdir", default="/tmp/uringloop-conformance")
     parser.add_argument("--uvloop", action="store_true",
                         help="also run the suite's asyncio+uvloop cases (with uvloop "
@@ -286,6 +351,8 @@ def main():
         return run_uvicorn(args)
     if args.suite == "aiohttp":
         return run_aiohttp(args)
+    if args.suite == "uvloop":
+        return run_uvloop(args)
     python, tree = prepare_anyio(args.workdir)
     out = subprocess.run(
         [python, "-m", "pytest", "tests", "-q", "-rA", "-p", "no:cacheprovider",
