@@ -64,6 +64,60 @@ def test_recv_result_of_a_cancelled_task_is_returned_next(uloop):
     uloop.run_until_complete(main())
 
 
+RECEIVES_ON_ONE_SOCKET = {
+    "sock_recv": (socket.SOCK_STREAM, lambda loop, s: loop.sock_recv(s, 100)),
+    "sock_recv_into": (socket.SOCK_STREAM,
+                       lambda loop, s: into_bytes(loop.sock_recv_into(s, bytearray(100)))),
+    "sock_recvfrom": (socket.SOCK_DGRAM, lambda loop, s: loop.sock_recvfrom(s, 100)),
+}
+
+
+async def into_bytes(coro):
+    return await coro
+
+
+@pytest.mark.parametrize("op", sorted(RECEIVES_ON_ONE_SOCKET))
+def test_a_receive_started_while_a_cancelled_ones_result_waits_gets_it(uloop, op):
+    """A task's receive got "first", but the task is cancelled before it
+    resumes, and in that same step another receive on the socket starts
+    (uvloop's test_sock_send_before_cancel, when the byte reaches the first
+    receive).  The kept "first" must reach the second receive, not wait
+    behind it (it would hang, or come after "second").  The stdlib loses
+    "first" here."""
+    kind, receive = RECEIVES_ON_ONE_SOCKET[op]
+
+    async def main():
+        a, b = socket.socketpair(socket.AF_UNIX, kind)
+        a.setblocking(False)
+        with a, b:
+            first = uloop.create_task(receive(uloop, a))
+            await asyncio.sleep(0)
+            b.send(b"first")
+            for _ in range(1000):
+                await asyncio.sleep(0)
+                waiter = first._fut_waiter
+                if waiter is not None and waiter.done():
+                    break
+            else:
+                pytest.fail("the first receive never got its result")
+            first.cancel()                      # it has not resumed yet
+            # (no wait_for: its task would start after the first one resumed)
+            unblock = uloop.call_later(5, b.send, b"late")
+            second = await receive(uloop, a)
+            unblock.cancel()
+            assert first.cancelled()
+            b.send(b"second")
+            third = await asyncio.wait_for(receive(uloop, a), 5)
+            return second, third
+    second, third = uloop.run_until_complete(main())
+    if op == "sock_recvfrom":
+        assert (second[0], third[0]) == (b"first", b"second")
+    elif op == "sock_recv_into":
+        assert (second, third) == (5, 6)
+    else:
+        assert second + third == b"firstsecond" and second == b"first"
+
+
 def test_recv_into_result_of_a_cancelled_task_is_returned_next(uloop):
     async def main():
         a, b = socket.socketpair()

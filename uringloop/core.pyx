@@ -502,6 +502,7 @@ cdef class RingLoop:
         self.last_wait_ns = self.spin_ns + 1    # no spinning until a short wait
         self.zcrx_users = []
         self.recv_leftover = {}
+        self.recv_waiting = {}
         self._transports = {}
         self.zc_default_mode = _default_mode()
         self.zc_default_threshold = _default_threshold()
@@ -1182,6 +1183,8 @@ cdef class RingLoop:
         if n < 0:
             raise ValueError("negative buffersize in recv")
         fd = sock.fileno()
+        if self.recv_waiting and result_unclaimed(self, fd):
+            await sleep0()
         if self.recv_leftover:
             data = take_leftover_data(self, fd, sock, n)
             if data is not None:
@@ -1194,17 +1197,23 @@ cdef class RingLoop:
         op.data = PyBytes_FromStringAndSize(NULL, n)
         op.size = n
         fut = start(self, op, sock, fd)
+        self.recv_waiting[fd] = fut
         try:
             return await fut
         except exceptions.CancelledError:
             keep_cancelled_result(self, sock, fd, fut, KEEP_DATA, None)
             raise
+        finally:
+            if self.recv_waiting.get(fd) is fut:
+                del self.recv_waiting[fd]
 
     async def sock_recv_into(self, sock, buf):
         """Receive into the writable buffer buf; return the byte count."""
         cdef RecvIntoOp op
         check_sock(self, sock)
         fd = sock.fileno()
+        if self.recv_waiting and result_unclaimed(self, fd):
+            await sleep0()
         op = RecvIntoOp.__new__(RecvIntoOp)
         op.hold_buffer(buf, PyBUF_WRITABLE)
         op.size = op.view.len
@@ -1218,11 +1227,15 @@ cdef class RingLoop:
             op.release_buffer()
             return 0
         fut = start(self, op, sock, fd)
+        self.recv_waiting[fd] = fut
         try:
             return await fut
         except exceptions.CancelledError:
             keep_cancelled_result(self, sock, fd, fut, KEEP_INTO, buf)
             raise
+        finally:
+            if self.recv_waiting.get(fd) is fut:
+                del self.recv_waiting[fd]
 
     async def sock_recvfrom(self, sock, bufsize):
         """Receive a datagram of up to bufsize bytes: (data, address)."""
@@ -1233,6 +1246,8 @@ cdef class RingLoop:
             raise ValueError("negative buffersize in recvfrom")
         if sock.family not in ENCODED_FAMILIES:
             return await self._sock_call_fallback(sock, False, sock.recvfrom, bufsize)
+        if self.recv_waiting and result_unclaimed(self, sock.fileno()):
+            await sleep0()
         if self.recv_leftover:
             kept = take_leftover_datagram(self, sock.fileno(), sock)
             if kept is not None:
@@ -1244,11 +1259,15 @@ cdef class RingLoop:
         op.size = bufsize
         fd = sock.fileno()
         fut = start(self, op, sock, fd)
+        self.recv_waiting[fd] = fut
         try:
             return await fut
         except exceptions.CancelledError:
             keep_cancelled_result(self, sock, fd, fut, KEEP_DATAGRAM, None)
             raise
+        finally:
+            if self.recv_waiting.get(fd) is fut:
+                del self.recv_waiting[fd]
 
     async def sock_recvfrom_into(self, sock, buf, nbytes=0):
         """Receive a datagram into buf: (nbytes, address)."""
@@ -1267,6 +1286,8 @@ cdef class RingLoop:
             op.release_buffer()
             raise ValueError("nbytes is greater than the length of the buffer")
         op.size = nbytes or op.view.len
+        if self.recv_waiting and result_unclaimed(self, sock.fileno()):
+            await sleep0()
         if self.recv_leftover:
             kept = take_leftover_datagram(self, sock.fileno(), sock)
             if kept is not None:
@@ -1276,11 +1297,15 @@ cdef class RingLoop:
                 return (n, kept[1])
         fd = sock.fileno()
         fut = start(self, op, sock, fd)
+        self.recv_waiting[fd] = fut
         try:
             return await fut
         except exceptions.CancelledError:
             keep_cancelled_result(self, sock, fd, fut, KEEP_DATAGRAM_INTO, buf)
             raise
+        finally:
+            if self.recv_waiting.get(fd) is fut:
+                del self.recv_waiting[fd]
 
     async def sock_sendall(self, sock, data):
         """Send all of data. Raises OSError on socket errors; after a
@@ -1355,17 +1380,23 @@ cdef class RingLoop:
         cdef AcceptOp op
         check_sock(self, sock)
         fd = sock.fileno()
+        if self.recv_waiting and result_unclaimed(self, fd):
+            await sleep0()
         if self.recv_leftover:
             kept = take_leftover_conn(self, fd, sock)
             if kept is not None:
                 return kept
         op = AcceptOp.__new__(AcceptOp)
         fut = start(self, op, sock, fd)
+        self.recv_waiting[fd] = fut
         try:
             return await fut
         except exceptions.CancelledError:
             keep_cancelled_result(self, sock, fd, fut, KEEP_CONN, None)
             raise
+        finally:
+            if self.recv_waiting.get(fd) is fut:
+                del self.recv_waiting[fd]
 
     async def _sock_call_fallback(self, sock, bint writing, call, *args):
         """The socket module's own call, made once the socket is ready: for

@@ -227,6 +227,26 @@ cdef LeftOver take_all_leftover(RingLoop loop, object sock):
     return lo
 
 
+cdef inline bint result_unclaimed(RingLoop loop, int fd):
+    """The latest receive on fd has its result, and its task has not
+    resumed yet: if that task was cancelled meanwhile, it keeps the result
+    for the next receive when it resumes (keep_cancelled_result).  A
+    receive started now waits one iteration for that, or it would be armed
+    in the kernel behind a result that never reaches it (uvloop's
+    test_sock_send_before_cancel, once the byte reached the first receive;
+    the stdlib loses the result here)."""
+    fut = loop.recv_waiting.get(fd)
+    return fut is not None and fut.done()
+
+
+_asyncio_sleep = asyncio.sleep     # (taken at import: test suites patch it)
+
+
+async def sleep0():
+    """Let the callbacks already scheduled run first: one iteration."""
+    await _asyncio_sleep(0)
+
+
 cdef int keep_cancelled_result(RingLoop loop, object sock, int fd, object fut,
                                int kind, object buf) except -1:
     """The task awaiting fut was cancelled after the kernel had delivered
