@@ -5,6 +5,8 @@ uvloop side by side, and print the counts of each.
     python3 tests/conformance/run_framework_suite.py uvicorn
     python3 tests/conformance/run_framework_suite.py aiohttp
     python3 tests/conformance/run_framework_suite.py uvloop
+    python3 tests/conformance/run_framework_suite.py aiosmtplib
+    python3 tests/conformance/run_framework_suite.py asyncssh
 
 What it does, for anyio (pinned below):
   - makes a virtual environment in the work directory (default
@@ -35,6 +37,10 @@ For uvloop (pinned below) its own test suite, whose scenarios run once on
 uvloop and once on asyncio (Test_UV_* and Test_AIO_* classes): the asyncio
 variants run twice, on the stdlib loop and then with uvloop's test base
 making uringloop loops, and the failures are compared.
+
+aiosmtplib and asyncssh (pinned below) have a loop switch of their own
+(an --event-loop option, a USE_UVLOOP variable); the runner teaches it
+uringloop and runs the suite once per loop.
 
 Not part of CI (see docs/testing.md for how long a run takes).
 """
@@ -311,19 +317,28 @@ def run_uvloop(args):
         shutil.copytree(os.path.join(tree, "tests"), os.path.join(suite, "tests"))
     with open(os.path.join(suite, "conftest.py"), "w") as f:
         f.write(UVLOOP_CONFTEST)
-    summaries, failures = {}, {}
+    runs = {}
     for loop in ("stdlib", "uringloop"):
-        out = subprocess.run(
+        runs[loop] = subprocess.run(
             [python, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider",
              "-o", "addopts=", "--timeout", "60", "-k", "AIO or Aio", *args.pytest_args],
             cwd=suite, capture_output=True, text=True,
             env=dict(os.environ, URINGLOOP_SUITE_LOOP=loop))
-        with open(os.path.join(args.workdir, f"uvloop-{loop}.log"), "w") as f:
+    compare_runs("uvloop", UVLOOP_VERSION, args.workdir, runs)
+
+
+def compare_runs(name, version, workdir, runs):
+    """runs: loop -> CompletedProcess of a pytest -rfE run.  Prints each
+    loop's summary and the failures on uringloop only; exits non-zero if
+    there are any, or if a loop passed nothing."""
+    summaries, failures = {}, {}
+    for loop, out in runs.items():
+        with open(os.path.join(workdir, f"{name}-{loop}.log"), "w") as f:
             f.write(out.stdout + out.stderr)
         lines = out.stdout.strip().splitlines()
         summaries[loop] = lines[-1] if lines else "(no output)"
         failures[loop] = {l.split(" - ")[0] for l in lines if l.startswith(("FAILED", "ERROR"))}
-    print(f"\nuvloop {UVLOOP_VERSION}'s suite, asyncio variants (logs: {args.workdir}/uvloop-*.log)")
+    print(f"\n{name} {version} (logs: {workdir}/{name}-*.log)")
     for loop in summaries:
         print(f"  {loop:10} {summaries[loop]}")
     ours = sorted(failures["uringloop"] - failures["stdlib"])
@@ -337,9 +352,90 @@ def run_uvloop(args):
         raise SystemExit(1)
 
 
+def patch_file(path, old, new, done_marker):
+    with open(path) as f:
+        text = f.read()
+    if done_marker in text:
+        return
+    if old not in text:
+        raise SystemExit(f"{path} changed: {old[:60]!r} not found")
+    with open(path, "w") as f:
+        f.write(text.replace(old, new, 1))
+
+
+AIOSMTPLIB_VERSION = "5.1.3"
+AIOSMTPLIB_TEST_DEPS = ["pytest>=8.4", "pytest-asyncio>=1.4", "hypothesis>=6.56",
+                        "aiosmtpd>=1.4.2", "trustme>=0.9.0", "pytest-timeout"]
+AIOSMTPLIB_FACTORY = """    if config.getoption("event_loop_type") == "uringloop":
+        import uringloop
+        return {"uringloop": uringloop.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop}"""
+
+
+def run_aiosmtplib(args):
+    """aiosmtplib's suite (an SMTP client against aiosmtpd servers in the
+    same loop: STARTTLS, timeouts, lost connections) with its own
+    --event-loop option, taught one more choice."""
+    workdir = os.path.join(args.workdir, "aiosmtplib")
+    os.makedirs(workdir, exist_ok=True)
+    python = venv(workdir)
+    sh(python, "-m", "pip", "install", "-q", *AIOSMTPLIB_TEST_DEPS)
+    tree = fetch_sdist(python, workdir, "aiosmtplib", AIOSMTPLIB_VERSION)
+    sh(python, "-m", "pip", "install", "-q", "--no-deps", tree)
+    conftest = os.path.join(tree, "tests", "conftest.py")
+    patch_file(conftest, 'choices=["asyncio", "uvloop"],',
+               'choices=["asyncio", "uvloop", "uringloop"],', '"uringloop"]')
+    patch_file(conftest, '    return {"asyncio": asyncio.new_event_loop}',
+               AIOSMTPLIB_FACTORY, "import uringloop")
+    runs = {}
+    for loop, option in (("stdlib", "asyncio"), ("uringloop", "uringloop")):
+        runs[loop] = subprocess.run(
+            [python, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider",
+             "-o", "addopts=", "--timeout", "60", "--event-loop", option, *args.pytest_args],
+            cwd=tree, capture_output=True, text=True)
+    compare_runs("aiosmtplib", AIOSMTPLIB_VERSION, args.workdir, runs)
+
+
+ASYNCSSH_VERSION = "2.24.1"
+ASYNCSSH_TEST_DEPS = ["cryptography", "bcrypt", "pyOpenSSL", "typing_extensions",
+                      "pytest", "pytest-timeout"]
+ASYNCSSH_LOOP = """        if os.environ.get('USE_URINGLOOP'):
+            import uringloop
+            cls.loop = uringloop.new_event_loop()
+        elif uvloop_available and os.environ.get('USE_UVLOOP'):"""
+
+
+def run_asyncssh(args):
+    """asyncssh's suite (SSH clients and servers in one loop: channels,
+    port and socket forwarding, SFTP, agents, subprocesses), its test base
+    taught to make uringloop loops when USE_URINGLOOP is set, as it makes
+    uvloop's for USE_UVLOOP."""
+    workdir = os.path.join(args.workdir, "asyncssh")
+    os.makedirs(workdir, exist_ok=True)
+    python = venv(workdir)
+    sh(python, "-m", "pip", "install", "-q", *ASYNCSSH_TEST_DEPS)
+    tree = fetch_sdist(python, workdir, "asyncssh", ASYNCSSH_VERSION)
+    sh(python, "-m", "pip", "install", "-q", "--no-deps", tree)
+    patch_file(os.path.join(tree, "tests", "util.py"),
+               "        if uvloop_available and os.environ.get('USE_UVLOOP'):",
+               ASYNCSSH_LOOP, "USE_URINGLOOP")
+    runs = {}
+    for loop in ("stdlib", "uringloop"):
+        env = dict(os.environ)
+        env.pop("USE_URINGLOOP", None)
+        if loop == "uringloop":
+            env["USE_URINGLOOP"] = "1"
+        runs[loop] = subprocess.run(
+            [python, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider",
+             "-o", "addopts=", "--timeout", "120", *args.pytest_args],
+            cwd=tree, capture_output=True, text=True, env=env)
+    compare_runs("asyncssh", ASYNCSSH_VERSION, args.workdir, runs)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("suite", choices=["anyio", "uvicorn", "aiohttp", "uvloop"])
+    parser.add_argument("suite", choices=["anyio", "uvicorn", "aiohttp", "uvloop",
+                                          "aiosmtplib", "asyncssh"])
     parser.add_argument("--workdir", default="/tmp/uringloop-conformance")
     parser.add_argument("--uvloop", action="store_true",
                         help="also run the suite's asyncio+uvloop cases (with uvloop "
@@ -353,6 +449,10 @@ def main():
         return run_aiohttp(args)
     if args.suite == "uvloop":
         return run_uvloop(args)
+    if args.suite == "aiosmtplib":
+        return run_aiosmtplib(args)
+    if args.suite == "asyncssh":
+        return run_asyncssh(args)
     python, tree = prepare_anyio(args.workdir)
     out = subprocess.run(
         [python, "-m", "pytest", "tests", "-q", "-rA", "-p", "no:cacheprovider",
