@@ -508,3 +508,77 @@ def test_abort_with_zero_copy_sends_in_flight_releases_everything(uloop, how):
     assert done == 40
     assert fileno == -1
     assert in_flight == 1               # the loop's own eventfd READ
+
+
+async def cancel_when_result_is_in(loop, task):
+    """Wait until task's receive holds its result, then cancel the task
+    before it resumes."""
+    for _ in range(1000):
+        await asyncio.sleep(0)
+        waiter = task._fut_waiter
+        if waiter is not None and waiter.done():
+            task.cancel()
+            return
+    pytest.fail("the receive never got its result")
+
+
+@pytest.mark.parametrize("to", ["stream transport", "datagram transport", "server"])
+def test_a_socket_handed_on_while_a_cancelled_receives_result_waits_keeps_it(uloop, to):
+    """As above, but in the step that cancels the task the socket is handed
+    to a transport or a server: what the cancelled receive got reaches
+    them first (the stdlib loses it)."""
+    async def main():
+        if to == "server":
+            listener = socket.create_server(("127.0.0.1", 0))
+            listener.setblocking(False)
+            first = uloop.create_task(uloop.sock_accept(listener))
+            await asyncio.sleep(0)
+            peer = socket.create_connection(listener.getsockname())
+            await cancel_when_result_is_in(uloop, first)
+            served = uloop.create_future()
+            server = await uloop.create_server(
+                lambda: type("P", (asyncio.Protocol,), {
+                    "data_received": lambda self, d: served.done() or served.set_result(d)})(),
+                sock=listener)
+            peer.sendall(b"hello")
+            got = await asyncio.wait_for(served, 5)
+            peer.close()
+            server.close()
+            await server.wait_closed()
+            return got
+        kind = socket.SOCK_STREAM if to == "stream transport" else socket.SOCK_DGRAM
+        a, b = socket.socketpair(socket.AF_UNIX, kind)
+        a.setblocking(False)
+        receive = uloop.sock_recv if kind == socket.SOCK_STREAM else uloop.sock_recvfrom
+        first = uloop.create_task(receive(a, 100))
+        await asyncio.sleep(0)
+        b.send(b"first")
+        await cancel_when_result_is_in(uloop, first)
+        got = []
+        came = uloop.create_future()
+
+        class P(asyncio.DatagramProtocol if kind == socket.SOCK_DGRAM else asyncio.Protocol):
+            def data_received(self, data):
+                got.append(data)
+                if b"".join(got).endswith(b"second"):
+                    came.set_result(None)
+
+            def datagram_received(self, data, addr):
+                self.data_received(data)
+
+        if kind == socket.SOCK_STREAM:
+            tr, _ = await uloop.create_connection(P, sock=a)
+        else:
+            tr, _ = await uloop.create_datagram_endpoint(P, sock=a)
+        b.send(b"second")
+        await asyncio.wait_for(came, 5)
+        tr.close()
+        b.close()
+        return got
+    got = uloop.run_until_complete(main())
+    if to == "server":
+        assert got == b"hello"
+    elif to == "stream transport":
+        assert b"".join(got) == b"firstsecond"
+    else:
+        assert got == [b"first", b"second"]

@@ -1103,13 +1103,25 @@ cdef class RingLoop:
         op.active = True
         op.burst = max(1, min(backlog, ACCEPT_BURST))
         self.accepting[fd] = op
-        kept = take_all_leftover(self, sock)
-        if kept is not None:
-            # connections a cancelled sock_accept() took from this socket
-            # are served first
-            for conn, address in (<LeftOver>kept).conns:
-                serve_accepted(self, op, conn)
+        if self.recv_waiting and result_unclaimed(self, fd):
+            # a cancelled task has yet to keep the connection its
+            # sock_accept() got: serve it once the task has resumed
+            self.call_soon(self._serve_kept_connections, sock, op)
+        else:
+            self._serve_kept_connections(sock, op)
         op.arm()
+
+    def _serve_kept_connections(self, sock, ServerAccept op):
+        """Connections a cancelled sock_accept() took from sock are served
+        (first, when the server starts at once)."""
+        kept = take_all_leftover(self, sock)
+        if kept is None:
+            return
+        for conn, address in (<LeftOver>kept).conns:
+            if op.active:
+                serve_accepted(self, op, conn)
+            else:
+                conn.close()            # the server closed meanwhile
 
     def _stop_serving(self, sock):
         """Stop accepting on sock and close it now (ServerAccept.stop)."""

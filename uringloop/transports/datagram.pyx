@@ -169,6 +169,13 @@ cdef class DatagramTransport(BaseTransport):
             self.loop.call_soon(self._deliver_kept, kept)
         self.loop.call_soon(self._start_reading_cb)
 
+    def _take_kept_then_read(self):
+        """Datagrams a cancelled sock_recvfrom*() took come first."""
+        kept = take_all_leftover(self.loop, self.sock)
+        if kept is not None and (<LeftOver>kept).datagrams:
+            self.loop.call_soon(self._deliver_kept, (<LeftOver>kept).datagrams)
+        self.loop.call_soon(self._start_reading_cb)
+
     def _deliver_kept(self, list datagrams):
         for data, addr in datagrams:
             if self.closing or not self.deliver(data, addr):
@@ -689,11 +696,12 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.recv_op.transport = tr
     tr.register()
     loop.call_soon(protocol.connection_made, tr)
-    kept = take_all_leftover(loop, sock)
-    if kept is not None and (<LeftOver>kept).datagrams:
-        # datagrams a cancelled sock_recvfrom*() took come first
-        loop.call_soon(tr._deliver_kept, (<LeftOver>kept).datagrams)
-    loop.call_soon(tr._start_reading_cb)
+    if loop.recv_waiting and result_unclaimed(loop, tr.fd):
+        # a cancelled task has yet to keep the datagram its
+        # sock_recvfrom*() got: take it once the task has resumed
+        loop.call_soon(tr._take_kept_then_read)
+    else:
+        tr._take_kept_then_read()
     if waiter is not None:
         loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
     return tr
