@@ -1216,8 +1216,7 @@ cdef class RingLoop:
             keep_cancelled_result(self, sock, fd, fut, KEEP_DATA, None)
             raise
         finally:
-            if self.recv_waiting.get(fd) is fut:
-                del self.recv_waiting[fd]
+            forget_waiting(self, fd, fut)
 
     async def sock_recv_into(self, sock, buf):
         """Receive into the writable buffer buf; return the byte count."""
@@ -1246,8 +1245,7 @@ cdef class RingLoop:
             keep_cancelled_result(self, sock, fd, fut, KEEP_INTO, buf)
             raise
         finally:
-            if self.recv_waiting.get(fd) is fut:
-                del self.recv_waiting[fd]
+            forget_waiting(self, fd, fut)
 
     async def sock_recvfrom(self, sock, bufsize):
         """Receive a datagram of up to bufsize bytes: (data, address)."""
@@ -1278,8 +1276,7 @@ cdef class RingLoop:
             keep_cancelled_result(self, sock, fd, fut, KEEP_DATAGRAM, None)
             raise
         finally:
-            if self.recv_waiting.get(fd) is fut:
-                del self.recv_waiting[fd]
+            forget_waiting(self, fd, fut)
 
     async def sock_recvfrom_into(self, sock, buf, nbytes=0):
         """Receive a datagram into buf: (nbytes, address)."""
@@ -1316,8 +1313,7 @@ cdef class RingLoop:
             keep_cancelled_result(self, sock, fd, fut, KEEP_DATAGRAM_INTO, buf)
             raise
         finally:
-            if self.recv_waiting.get(fd) is fut:
-                del self.recv_waiting[fd]
+            forget_waiting(self, fd, fut)
 
     async def sock_sendall(self, sock, data):
         """Send all of data. Raises OSError on socket errors; after a
@@ -1407,8 +1403,7 @@ cdef class RingLoop:
             keep_cancelled_result(self, sock, fd, fut, KEEP_CONN, None)
             raise
         finally:
-            if self.recv_waiting.get(fd) is fut:
-                del self.recv_waiting[fd]
+            forget_waiting(self, fd, fut)
 
     async def _sock_call_fallback(self, sock, bint writing, call, *args):
         """The socket module's own call, made once the socket is ready: for

@@ -239,6 +239,13 @@ cdef inline bint result_unclaimed(RingLoop loop, int fd):
     return fut is not None and fut.done()
 
 
+cdef inline int forget_waiting(RingLoop loop, int fd, object fut) except -1:
+    """fut's task has resumed: its receive is no longer the one to wait for."""
+    if loop.recv_waiting.get(fd) is fut:
+        del loop.recv_waiting[fd]
+    return 0
+
+
 _asyncio_sleep = asyncio.sleep     # (taken at import: test suites patch it)
 
 
