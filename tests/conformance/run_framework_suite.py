@@ -151,34 +151,17 @@ def anyio_backend() -> str:
 
 def run_uvicorn(args):
     python, tree = prepare_uvicorn(args.workdir)
-    summaries = {}
     loops = ("stdlib", "uvloop", "uringloop") if args.uvloop else ("stdlib", "uringloop")
+    runs = {}
     for loop in loops:
-        out = subprocess.run(
+        runs[loop] = subprocess.run(
             # (-p no:asyncio: a pytest-asyncio seen through the system
             # packages would take over uvicorn's anyio-marked tests)
             [python, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider",
              "-p", "no:asyncio", "-o", "addopts=", "--timeout", "60", *args.pytest_args],
             cwd=tree, capture_output=True, text=True,
             env=dict(os.environ, URINGLOOP_SUITE_LOOP=loop))
-        with open(os.path.join(args.workdir, f"uvicorn-{loop}.log"), "w") as f:
-            f.write(out.stdout + out.stderr)
-        lines = out.stdout.strip().splitlines()
-        summaries[loop] = lines[-1] if lines else "(no output)"
-        failed = [l for l in lines if l.startswith(("FAILED", "ERROR"))]
-        summaries[loop + " failures"] = failed
-    print(f"\nuvicorn {UVICORN_VERSION} (logs: {args.workdir}/uvicorn-*.log)")
-    for loop in loops:
-        print(f"  {loop:10} {summaries[loop]}")
-    ours = set(summaries["uringloop failures"]) - set(summaries["stdlib failures"])
-    print(f"\nfailing on uringloop only ({len(ours)}):")
-    for line in sorted(ours):
-        print("  ", line)
-    unrun = [loop for loop in loops if " passed" not in summaries[loop]]
-    if unrun:
-        raise SystemExit(f"no test passed on {', '.join(unrun)}")
-    if ours:
-        raise SystemExit(1)
+    compare_runs("uvicorn", UVICORN_VERSION, args.workdir, runs)
 
 
 AIOHTTP_VERSION = "3.14.5"
