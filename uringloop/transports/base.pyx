@@ -268,8 +268,7 @@ cdef class BaseTransport:
 
     def __del__(self):
         if self.sock is not None and not self.closing and not _is_closed(self.sock):
-            warnings.warn(f"unclosed transport {self!r}", ResourceWarning,
-                          source=self)
+            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
             if not self.ops_pending:
                 self.sock.close()
 
@@ -299,6 +298,12 @@ class AsyncioReadPipeTransport(transports.ReadTransport):
 
 class AsyncioWritePipeTransport(transports._FlowControlMixin, transports.WriteTransport):
     __slots__ = ()
+
+
+# A C global, not the module's warnings.warn: a transport collected while
+# the interpreter finalizes may find the module's dict cleared (the
+# stdlib's transports bind it as a default argument for the same reason).
+cdef object _warn = warnings.warn
 
 
 cdef bint _is_closed(object fileobj):
