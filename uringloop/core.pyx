@@ -1111,7 +1111,7 @@ cdef class RingLoop:
             self._serve_kept_connections(sock, op)
         op.arm()
 
-    def _serve_kept_connections(self, sock, ServerAccept op):
+    def _serve_kept_connections(self, sock, ServerAccept op not None):
         """Connections a cancelled sock_accept() took from sock are served
         (first, when the server starts at once)."""
         kept = take_all_leftover(self, sock)
