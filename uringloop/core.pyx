@@ -1103,12 +1103,7 @@ cdef class RingLoop:
         op.active = True
         op.burst = max(1, min(backlog, ACCEPT_BURST))
         self.accepting[fd] = op
-        if self.recv_waiting and result_unclaimed(self, fd):
-            # a cancelled task has yet to keep the connection its
-            # sock_accept() got: serve it once the task has resumed
-            self.call_soon(self._serve_kept_connections, sock, op)
-        else:
-            self._serve_kept_connections(sock, op)
+        take_kept_after_claims(self, fd, self._serve_kept_connections, (sock, op))
         op.arm()
 
     def _serve_kept_connections(self, sock, ServerAccept op not None):
@@ -1195,7 +1190,7 @@ cdef class RingLoop:
         if n < 0:
             raise ValueError("negative buffersize in recv")
         fd = sock.fileno()
-        if self.recv_waiting and result_unclaimed(self, fd):
+        if result_unclaimed(self, fd):
             await sleep0()
         if self.recv_leftover:
             data = take_leftover_data(self, fd, sock, n)
@@ -1223,7 +1218,7 @@ cdef class RingLoop:
         cdef RecvIntoOp op
         check_sock(self, sock)
         fd = sock.fileno()
-        if self.recv_waiting and result_unclaimed(self, fd):
+        if result_unclaimed(self, fd):
             await sleep0()
         op = RecvIntoOp.__new__(RecvIntoOp)
         op.hold_buffer(buf, PyBUF_WRITABLE)
@@ -1256,7 +1251,7 @@ cdef class RingLoop:
             raise ValueError("negative buffersize in recvfrom")
         if sock.family not in ENCODED_FAMILIES:
             return await self._sock_call_fallback(sock, False, sock.recvfrom, bufsize)
-        if self.recv_waiting and result_unclaimed(self, sock.fileno()):
+        if result_unclaimed(self, sock.fileno()):
             await sleep0()
         if self.recv_leftover:
             kept = take_leftover_datagram(self, sock.fileno(), sock)
@@ -1295,7 +1290,7 @@ cdef class RingLoop:
             op.release_buffer()
             raise ValueError("nbytes is greater than the length of the buffer")
         op.size = nbytes or op.view.len
-        if self.recv_waiting and result_unclaimed(self, sock.fileno()):
+        if result_unclaimed(self, sock.fileno()):
             await sleep0()
         if self.recv_leftover:
             kept = take_leftover_datagram(self, sock.fileno(), sock)
@@ -1388,7 +1383,7 @@ cdef class RingLoop:
         cdef AcceptOp op
         check_sock(self, sock)
         fd = sock.fileno()
-        if self.recv_waiting and result_unclaimed(self, fd):
+        if result_unclaimed(self, fd):
             await sleep0()
         if self.recv_leftover:
             kept = take_leftover_conn(self, fd, sock)

@@ -235,8 +235,23 @@ cdef inline bint result_unclaimed(RingLoop loop, int fd):
     in the kernel behind a result that never reaches it (uvloop's
     test_sock_send_before_cancel, once the byte reached the first receive;
     the stdlib loses the result here)."""
+    if not loop.recv_waiting:
+        return False
     fut = loop.recv_waiting.get(fd)
     return fut is not None and fut.done()
+
+
+cdef int take_kept_after_claims(RingLoop loop, int fd, object take,
+                                tuple args) except -1:
+    """take(*args) takes what cancelled receives kept for fd (a transport
+    or server made from the socket): now, or -- while a cancelled task has
+    yet to keep what its receive got -- in a callback queued behind that
+    task's wake-up."""
+    if result_unclaimed(loop, fd):
+        loop.call_soon(take, *args)
+    else:
+        take(*args)
+    return 0
 
 
 cdef inline int forget_waiting(RingLoop loop, int fd, object fut) except -1:

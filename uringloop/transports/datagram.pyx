@@ -696,12 +696,7 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.recv_op.transport = tr
     tr.register()
     loop.call_soon(protocol.connection_made, tr)
-    if loop.recv_waiting and result_unclaimed(loop, tr.fd):
-        # a cancelled task has yet to keep the datagram its
-        # sock_recvfrom*() got: take it once the task has resumed
-        loop.call_soon(tr._take_kept_then_read)
-    else:
-        tr._take_kept_then_read()
+    take_kept_after_claims(loop, tr.fd, tr._take_kept_then_read, ())
     if waiter is not None:
         loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
     return tr

@@ -50,7 +50,6 @@ cdef class StreamTransport(BaseTransport):
     cdef int received(self, object data, Py_ssize_t n) except -1
     cdef int received_eof(self) except -1
     cdef int keep(self, object data, Py_ssize_t n) except -1
-    cdef int take_kept_then_read(self) except -1
     cdef int zc_armed(self, uint64_t token) except -1
     cdef int zc_received(self, ZeroCopyPiece piece, bint starve) except -1
     cdef int zc_room_again(self) except -1

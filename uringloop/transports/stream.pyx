@@ -604,7 +604,7 @@ cdef class StreamTransport(BaseTransport):
         self.protocol_connected = True
         self.buffered_protocol = buffered
 
-    cdef int take_kept_then_read(self) except -1:
+    def _take_kept_then_read(self):
         """Bytes a cancelled sock_recv*() took from this socket come first."""
         kept = take_all_leftover(self.loop, self.sock)
         if kept is not None and (<LeftOver>kept).data:
@@ -612,10 +612,6 @@ cdef class StreamTransport(BaseTransport):
             self.loop.call_soon(self._deliver_paused)
         else:
             self.loop.call_soon(self._start_reading_cb)
-        return 0
-
-    def _take_kept_then_read(self):
-        self.take_kept_then_read()
 
     def _start_reading_cb(self):
         self.start_reading()
@@ -1187,12 +1183,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
         else:
             server._attach()
     loop.call_soon(protocol.connection_made, tr)
-    if loop.recv_waiting and result_unclaimed(loop, tr.fd):
-        # a cancelled task has yet to keep what its sock_recv*() got: take
-        # it once the task has resumed (its wake-up is queued before this)
-        loop.call_soon(tr._take_kept_then_read)
-    else:
-        tr.take_kept_then_read()
+    take_kept_after_claims(loop, tr.fd, tr._take_kept_then_read, ())
     if waiter is not None:
         loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
     return tr
