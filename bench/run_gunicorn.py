@@ -61,6 +61,17 @@ def start(worker, port, reuse_port=False):
     raise SystemExit(f"gunicorn with {worker} did not start: {proc.stderr.read()[-2000:]}")
 
 
+def stop(proc):
+    """Stop gunicorn as an operator would: SIGTERM (its workers finish what
+    they serve), SIGKILL after 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def worker_pids(master):
     try:
         with open(f"/proc/{master}/task/{master}/children") as f:
@@ -168,12 +179,7 @@ def main():
                 time.sleep(0.3)
                 rps, held = under_wrk(port, pids, args.seconds)
             finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                stop(proc)
             per_worker = [served.get(p, 0) for p in pids]
             held_list = [held.get(p, 0) for p in pids]
             results[w]["burst"].append(busier_share(served))

@@ -241,6 +241,19 @@ def run_tests_in(tree, python, env, files):
     return out.stdout
 
 
+async def recv_until_eof(loop, sock, size, timeout=None):
+    """Everything sock receives until the peer's end of stream, with
+    loop.sock_recv(sock, size) (each receive bounded by timeout, if given)."""
+    got = b""
+    while True:
+        receive = loop.sock_recv(sock, size)
+        # (no wait_for without a timeout: it would run each receive in a task)
+        data = await (receive if timeout is None else asyncio.wait_for(receive, timeout))
+        if not data:
+            return got
+        got += data
+
+
 TINY_MEMLOCK_PREAMBLE = """
 import asyncio, os, resource, uringloop
 resource.setrlimit(resource.RLIMIT_MEMLOCK, (1 << 20, 1 << 20))

@@ -8,6 +8,7 @@ import tempfile
 import pytest
 
 import uringloop
+from conftest import recv_until_eof
 
 HAS_IPV6 = socket.has_ipv6 and os.path.exists("/proc/net/if_inet6")
 
@@ -74,12 +75,7 @@ def test_tcp_roundtrip_all_methods(any_loop, family):
             n = await any_loop.sock_recv_into(conn, buf)
             assert buf[:n] == b"into"[:n]
             cli.shutdown(socket.SHUT_WR)
-            rest = b""
-            while True:
-                data = await any_loop.sock_recv(conn, 10)
-                if not data:
-                    break
-                rest += data
+            rest = await recv_until_eof(any_loop, conn, 10)
             assert (bytes(buf[:n]) + rest) == b"into"
 
     any_loop.run_until_complete(asyncio.wait_for(main(), 60))

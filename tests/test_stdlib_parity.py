@@ -8,6 +8,8 @@ import struct
 
 import pytest
 
+from conftest import recv_until_eof
+
 
 def _handler_calls(loop):
     calls = []
@@ -769,12 +771,7 @@ def test_writelines_with_a_bad_item_queues_nothing(any_loop):
             tr.writelines(iter([bytearray(b"lost"), 7]))
         tr.writelines(iter([b"sent", memoryview(b"!")]))
         tr.close()
-        got = b""
-        while True:
-            data = await loop.sock_recv(b, 100)
-            if not data:
-                break
-            got += data
+        got = await recv_until_eof(loop, b, 100)
         b.close()
         return got
     assert loop.run_until_complete(main()) == b"sent!"
@@ -910,14 +907,9 @@ def test_what_resume_writing_writes_after_close_is_sent(any_loop):
         tr.set_write_buffer_limits(high=64 * 1024)
         tr.write(b"x" * (4 << 20))       # more than the socket takes: paused
         tr.close()
-        got = bytearray()
-        while True:
-            data = await asyncio.wait_for(loop.sock_recv(b, 1 << 20), 5)
-            if not data:
-                break
-            got += data
+        got = await recv_until_eof(loop, b, 1 << 20, timeout=5)
         b.close()
-        return bytes(got), await lost
+        return got, await lost
     got, exc = loop.run_until_complete(main())
     assert exc is None
     assert got == b"x" * (4 << 20) + b"tail" * 100_000

@@ -24,7 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, os.pardir, "apps")
 sys.path.insert(0, os.path.join(HERE, os.pardir, os.pardir, "bench"))
-from run_gunicorn import worker_pids  # noqa: E402  (the gunicorn benchmark's)
+from run_gunicorn import stop, worker_pids  # noqa: E402  (the gunicorn benchmark's)
 
 
 def listeners(port):
@@ -118,12 +118,7 @@ def main():
             out = {"listeners": listeners(port), "answered": answered, "failed": failed}
         print(json.dumps(out), flush=True)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 if __name__ == "__main__":
