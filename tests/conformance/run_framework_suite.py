@@ -91,11 +91,29 @@ def fetch_sdist(python, workdir, name, version):
     return tree
 
 
-def prepare_anyio(workdir):
+def prepare_sdist(workdir, name, version, deps, install=True):
+    """A virtual environment in workdir with deps, and name's sdist unpacked
+    there (and installed without its dependencies): (python, tree)."""
+    os.makedirs(workdir, exist_ok=True)
     python = venv(workdir)
-    sh(python, "-m", "pip", "install", "-q", *ANYIO_TEST_DEPS)
-    tree = fetch_sdist(python, workdir, "anyio", ANYIO_VERSION)
-    sh(python, "-m", "pip", "install", "-q", "--no-deps", tree)
+    sh(python, "-m", "pip", "install", "-q", *deps)
+    tree = fetch_sdist(python, workdir, name, version)
+    if install:
+        sh(python, "-m", "pip", "install", "-q", "--no-deps", tree)
+    return python, tree
+
+
+def run_pytest(python, cwd, report, options, args, env=None):
+    """pytest on cwd's tests/, quiet, with report (-rA or -rfE), no cache and
+    none of the suite's own addopts, then options and the user's arguments."""
+    return subprocess.run(
+        [python, "-m", "pytest", "tests", "-q", report, "-p", "no:cacheprovider",
+         "-o", "addopts=", *options, *args.pytest_args],
+        cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def prepare_anyio(workdir):
+    python, tree = prepare_sdist(workdir, "anyio", ANYIO_VERSION, ANYIO_TEST_DEPS)
     conftest = os.path.join(tree, "tests", "conftest.py")
     with open(conftest) as f:
         text = f.read()
@@ -154,13 +172,10 @@ def run_uvicorn(args):
     loops = ("stdlib", "uvloop", "uringloop") if args.uvloop else ("stdlib", "uringloop")
     runs = {}
     for loop in loops:
-        runs[loop] = subprocess.run(
-            # (-p no:asyncio: a pytest-asyncio seen through the system
-            # packages would take over uvicorn's anyio-marked tests)
-            [python, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider",
-             "-p", "no:asyncio", "-o", "addopts=", "--timeout", "60", *args.pytest_args],
-            cwd=tree, capture_output=True, text=True,
-            env=dict(os.environ, URINGLOOP_SUITE_LOOP=loop))
+        # (-p no:asyncio: a pytest-asyncio seen through the system packages
+        # would take over uvicorn's anyio-marked tests)
+        runs[loop] = run_pytest(python, tree, "-rfE", ["-p", "no:asyncio", "--timeout", "60"],
+                                args, env=dict(os.environ, URINGLOOP_SUITE_LOOP=loop))
     compare_runs("uvicorn", UVICORN_VERSION, args.workdir, runs)
 
 
@@ -294,10 +309,8 @@ def run_uvloop(args):
     uringloop: what uvloop's authors check a loop for, beside asyncio."""
     import shutil
     workdir = os.path.join(args.workdir, "uvloop")
-    os.makedirs(workdir, exist_ok=True)
-    python = venv(workdir)
-    sh(python, "-m", "pip", "install", "-q", *UVLOOP_TEST_DEPS)
-    tree = fetch_sdist(python, workdir, "uvloop", UVLOOP_VERSION)
+    python, tree = prepare_sdist(workdir, "uvloop", UVLOOP_VERSION, UVLOOP_TEST_DEPS,
+                                 install=False)
     # (outside the sdist: its uvloop/ is not built and must not be imported)
     suite = os.path.join(workdir, "suite")
     if not os.path.isdir(suite):
@@ -306,11 +319,8 @@ def run_uvloop(args):
         f.write(UVLOOP_CONFTEST)
     runs = {}
     for loop in ("stdlib", "uringloop"):
-        runs[loop] = subprocess.run(
-            [python, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider",
-             "-o", "addopts=", "--timeout", "60", "-k", "AIO or Aio", *args.pytest_args],
-            cwd=suite, capture_output=True, text=True,
-            env=dict(os.environ, URINGLOOP_SUITE_LOOP=loop))
+        runs[loop] = run_pytest(python, suite, "-rfE", ["--timeout", "60", "-k", "AIO or Aio"],
+                                args, env=dict(os.environ, URINGLOOP_SUITE_LOOP=loop))
     compare_runs("uvloop", UVLOOP_VERSION, args.workdir, runs)
 
 
@@ -363,12 +373,8 @@ def run_aiosmtplib(args):
     """aiosmtplib's suite (an SMTP client against aiosmtpd servers in the
     same loop: STARTTLS, timeouts, lost connections) with its own
     --event-loop option, taught one more choice."""
-    workdir = os.path.join(args.workdir, "aiosmtplib")
-    os.makedirs(workdir, exist_ok=True)
-    python = venv(workdir)
-    sh(python, "-m", "pip", "install", "-q", *AIOSMTPLIB_TEST_DEPS)
-    tree = fetch_sdist(python, workdir, "aiosmtplib", AIOSMTPLIB_VERSION)
-    sh(python, "-m", "pip", "install", "-q", "--no-deps", tree)
+    python, tree = prepare_sdist(os.path.join(args.workdir, "aiosmtplib"), "aiosmtplib",
+                                 AIOSMTPLIB_VERSION, AIOSMTPLIB_TEST_DEPS)
     conftest = os.path.join(tree, "tests", "conftest.py")
     patch_file(conftest, 'choices=["asyncio", "uvloop"],',
                'choices=["asyncio", "uvloop", "uringloop"],', '"uringloop"]')
@@ -376,10 +382,8 @@ def run_aiosmtplib(args):
                AIOSMTPLIB_FACTORY, "import uringloop")
     runs = {}
     for loop, option in (("stdlib", "asyncio"), ("uringloop", "uringloop")):
-        runs[loop] = subprocess.run(
-            [python, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider",
-             "-o", "addopts=", "--timeout", "60", "--event-loop", option, *args.pytest_args],
-            cwd=tree, capture_output=True, text=True)
+        runs[loop] = run_pytest(python, tree, "-rfE",
+                                ["--timeout", "60", "--event-loop", option], args)
     compare_runs("aiosmtplib", AIOSMTPLIB_VERSION, args.workdir, runs)
 
 
@@ -397,12 +401,8 @@ def run_asyncssh(args):
     port and socket forwarding, SFTP, agents, subprocesses), its test base
     taught to make uringloop loops when USE_URINGLOOP is set, as it makes
     uvloop's for USE_UVLOOP."""
-    workdir = os.path.join(args.workdir, "asyncssh")
-    os.makedirs(workdir, exist_ok=True)
-    python = venv(workdir)
-    sh(python, "-m", "pip", "install", "-q", *ASYNCSSH_TEST_DEPS)
-    tree = fetch_sdist(python, workdir, "asyncssh", ASYNCSSH_VERSION)
-    sh(python, "-m", "pip", "install", "-q", "--no-deps", tree)
+    python, tree = prepare_sdist(os.path.join(args.workdir, "asyncssh"), "asyncssh",
+                                 ASYNCSSH_VERSION, ASYNCSSH_TEST_DEPS)
     patch_file(os.path.join(tree, "tests", "util.py"),
                "        if uvloop_available and os.environ.get('USE_UVLOOP'):",
                ASYNCSSH_LOOP, "USE_URINGLOOP")
@@ -412,10 +412,7 @@ def run_asyncssh(args):
         env.pop("USE_URINGLOOP", None)
         if loop == "uringloop":
             env["USE_URINGLOOP"] = "1"
-        runs[loop] = subprocess.run(
-            [python, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider",
-             "-o", "addopts=", "--timeout", "120", *args.pytest_args],
-            cwd=tree, capture_output=True, text=True, env=env)
+        runs[loop] = run_pytest(python, tree, "-rfE", ["--timeout", "120"], args, env=env)
     compare_runs("asyncssh", ASYNCSSH_VERSION, args.workdir, runs)
 
 
@@ -441,19 +438,12 @@ def run_hypercorn(args):
     pytest_asyncio_loop_factories hook.  (Its trio half is left out: it
     does not import with the trio pip gives here.)"""
     workdir = os.path.join(args.workdir, "hypercorn")
-    os.makedirs(workdir, exist_ok=True)
-    python = venv(workdir)
-    sh(python, "-m", "pip", "install", "-q", *HYPERCORN_TEST_DEPS)
-    tree = fetch_sdist(python, workdir, "hypercorn", HYPERCORN_VERSION)
-    sh(python, "-m", "pip", "install", "-q", "--no-deps", tree)
+    python, tree = prepare_sdist(workdir, "hypercorn", HYPERCORN_VERSION, HYPERCORN_TEST_DEPS)
     with open(os.path.join(workdir, "uringloop_factories.py"), "w") as f:
         f.write(LOOP_FACTORIES_PLUGIN)
-    out = subprocess.run(
-        [python, "-m", "pytest", "tests", "-q", "-rA", "-p", "no:cacheprovider",
-         "-o", "addopts=", "-p", "uringloop_factories", "--timeout", "60",
-         "--ignore", "tests/trio", *args.pytest_args],
-        cwd=tree, capture_output=True, text=True,
-        env=dict(os.environ, PYTHONPATH=workdir))
+    out = run_pytest(python, tree, "-rA",
+                     ["-p", "uringloop_factories", "--timeout", "60", "--ignore", "tests/trio"],
+                     args, env=dict(os.environ, PYTHONPATH=workdir))
     report("hypercorn", HYPERCORN_VERSION, args.workdir, out)
 
 
@@ -481,14 +471,12 @@ def main():
     if args.suite == "hypercorn":
         return run_hypercorn(args)
     python, tree = prepare_anyio(args.workdir)
-    out = subprocess.run(
-        [python, "-m", "pytest", "tests", "-q", "-rA", "-p", "no:cacheprovider",
-         "-o", "addopts=", "--timeout", "60",
-         # (cases that also drive trio, such as [asyncio-trio] portals, are
-         # left out: one hung for good on the stdlib loop here)
-         "-k", "asyncio and not trio" if args.uvloop else "asyncio and not uvloop and not trio",
-         *args.pytest_args],
-        cwd=tree, capture_output=True, text=True)
+    # (cases that also drive trio, such as [asyncio-trio] portals, are left
+    # out: one hung for good on the stdlib loop here)
+    out = run_pytest(python, tree, "-rA", [
+        "--timeout", "60",
+        "-k", "asyncio and not trio" if args.uvloop else "asyncio and not uvloop and not trio"],
+        args)
     report("anyio", ANYIO_VERSION, args.workdir, out)
 
 
