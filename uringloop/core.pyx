@@ -615,9 +615,14 @@ cdef class RingLoop:
         above) and after a short previous wait, hand the queued requests
         over and watch the ring for up to spin_ns first; then sleep for
         what is left of timeout_ns."""
-        cdef int64_t start = ul_now_ns(), budget = self.spin_ns
+        cdef int64_t start, budget = self.spin_ns
         cdef int found
-        if (budget and self.last_wait_ns <= budget
+        if not budget:
+            # busy polling off (the default): no clock reads on this path
+            self.ring.enter(wait_nr, timeout_ns)
+            return self.reap_after_enter(held)
+        start = ul_now_ns()
+        if (self.last_wait_ns <= budget
                 and (self.ring.r.setup_flags & IORING_SETUP_TASKRUN_FLAG)):
             if 0 < timeout_ns < budget:
                 budget = timeout_ns
