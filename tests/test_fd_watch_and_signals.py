@@ -1,6 +1,7 @@
 """add_reader/add_writer (level-triggered, as the selector loops) and
 add_signal_handler."""
 import asyncio
+import gc
 import os
 import signal
 import socket
@@ -29,6 +30,40 @@ def test_reader_is_level_triggered(any_loop):
     assert any_loop.remove_reader(r) is False
     r.close()
     w.close()
+
+
+def test_removed_watches_leave_no_cycle_garbage(any_loop):
+    """A reader or writer removed is freed by its reference count, as the
+    selector loop's are: tornado's circlerefs tests fail on cycle garbage
+    (a watch and the handle that fires it held each other)."""
+    r, w = socket.socketpair()
+
+    async def watch_once():
+        readable, writable = asyncio.Event(), asyncio.Event()
+        any_loop.add_reader(r, readable.set)
+        any_loop.add_writer(w, writable.set)
+        w.send(b"x")
+        await readable.wait()
+        await writable.wait()
+        any_loop.remove_reader(r)
+        any_loop.remove_writer(w)
+        await asyncio.sleep(0)
+
+    any_loop.run_until_complete(watch_once())     # (lazy state made once)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        any_loop.run_until_complete(watch_once())
+        gc.collect()
+        garbage = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.garbage.clear()
+        gc.set_debug(0)
+        gc.enable()
+    r.close()
+    w.close()
+    assert garbage == []
 
 
 def test_writer_and_replacing_a_callback(any_loop):

@@ -65,6 +65,12 @@ cdef class FdWatch(Operation):
 
     cdef int stop(self) except -1:
         self.active = False
+        # fire_handle runs self._fire: the two hold each other.  A stopped
+        # watch is never armed again, so let the cycle go now rather than
+        # leave it to the garbage collector (the selector loop makes none;
+        # tornado's circlerefs tests check for cycle garbage).  A copy
+        # already queued in _ready finds the watch inactive.
+        self.fire_handle = None
         if self.handle is not None:
             self.handle.cancel()
         if self.in_flight:
