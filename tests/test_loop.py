@@ -92,6 +92,24 @@ def test_call_soon_threadsafe_wakes_a_sleeping_loop(any_loop):
     assert time.monotonic() - t0 < 20
 
 
+def test_a_loop_run_in_a_thread_closes_quietly_from_another(any_loop, caplog):
+    """tornado's test_add_callback_from_signal_other_thread: a loop runs in
+    a thread until call_soon_threadsafe(stop), and the main thread closes
+    it.  The ring's owner thread is gone, so the wake-up read re-armed after
+    the last callback never reached the kernel; close() must end it rather
+    than keep its buffer and warn."""
+    t = threading.Thread(target=any_loop.run_forever)
+    t.start()
+    any_loop.call_soon_threadsafe(any_loop.stop)
+    t.join(30)
+    assert not t.is_alive()
+    with caplog.at_level(logging.WARNING):
+        any_loop.close()
+    assert caplog.records == []
+    if isinstance(any_loop, uringloop.Loop):
+        assert any_loop.stats()["ops_in_flight"] == 0
+
+
 def test_call_soon_threadsafe_many_threads(uloop):
     n_threads, per_thread = 4, 500
     got = []

@@ -121,6 +121,7 @@ cdef class RingLoop:
     cdef int wait_and_reap(self, int64_t timeout_ns, unsigned held) except -1
     cdef int wait(self, unsigned wait_nr, int64_t timeout_ns, unsigned held) except -1
     cdef int reap(self, unsigned limit=*) except -1
+    cdef int end_unconsumed(self) except -1
     cdef int reap_after_enter(self, unsigned held) except -1
     cdef int dispatch_ahead(self, int fd, object owner=*) except -1
     cdef int settle(self, object owner) except -1

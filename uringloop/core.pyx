@@ -1493,6 +1493,21 @@ cdef class RingLoop:
                 (<FdWatch>watch).stop()
             watches.clear()
 
+    cdef int end_unconsumed(self) except -1:
+        """Complete with -ECANCELED, and take back, the requests still in
+        the submission queue, for a ring that will not be entered again."""
+        cdef unsigned i, n = ul_sq_pending(&self.ring.r)
+        cdef list ops = []
+        cdef uint64_t user_data
+        for i in range(n):
+            user_data = ul_sq_unconsumed_at(&self.ring.r, i).user_data
+            if user_data != 0:
+                ops.append(<object><PyObject *><uintptr_t>user_data)
+        ul_sq_take_back(&self.ring.r)
+        for op in ops:
+            self.dispatch(<Operation>op, -ECANCELED, 0)
+        return 0
+
     def _supports_op(self, int opcode):
         return bool(self.ops_supported[opcode & 0xff])
 
@@ -1516,7 +1531,13 @@ cdef class RingLoop:
                         self.ring.enter(1, 100000000)
                         self.reap()
                 except (RuntimeError, OSError):
-                    pass   # another thread owns the ring: the kernel cleans up
+                    # Another thread owns the ring (SINGLE_ISSUER), so this
+                    # one cannot submit.  What waits in the submission
+                    # queue never reached the kernel; if the owner thread
+                    # has ended, the kernel cancelled the rest as it exited
+                    # and their completions wait in the queue.
+                    self.end_unconsumed()
+                    self.reap()
             if self.ops_in_flight:
                 # The kernel still holds these: keep their buffers alive for
                 # good rather than free memory it may write to.

@@ -111,6 +111,8 @@ cdef extern from "ring/ring.h" nogil:
 
     unsigned ul_sq_pending(ul_ring *r)
     unsigned ul_sq_space(ul_ring *r)
+    io_uring_sqe *ul_sq_unconsumed_at(ul_ring *r, unsigned i)
+    void ul_sq_take_back(ul_ring *r)
     io_uring_sqe *ul_get_sqe(ul_ring *r)
     unsigned ul_cq_ready(ul_ring *r)
     io_uring_cqe *ul_cq_at(ul_ring *r, unsigned i)

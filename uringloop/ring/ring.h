@@ -111,6 +111,21 @@ static inline struct io_uring_sqe *ul_get_sqe(ul_ring *r)
     return sqe;
 }
 
+/* The i-th SQE the kernel has not consumed (i < ul_sq_pending(r)). */
+static inline struct io_uring_sqe *ul_sq_unconsumed_at(ul_ring *r, unsigned i)
+{
+    return &r->sqes[(__atomic_load_n(r->sq_khead, __ATOMIC_ACQUIRE) + i) & r->sq_mask];
+}
+
+/* Take back every SQE the kernel has not consumed: it never will.  Only
+   for a ring that nobody enters again (closing from a thread that cannot
+   submit to it). */
+static inline void ul_sq_take_back(ul_ring *r)
+{
+    r->sqe_tail = __atomic_load_n(r->sq_khead, __ATOMIC_ACQUIRE);
+    __atomic_store_n(r->sq_ktail, r->sqe_tail, __ATOMIC_RELEASE);
+}
+
 /* Completions: ul_cq_ready() CQEs wait at ul_cq_head(r) + i. */
 static inline unsigned ul_cq_ready(ul_ring *r)
 {
