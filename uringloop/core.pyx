@@ -1517,6 +1517,7 @@ cdef class RingLoop:
         """Cancel every request in flight, wait (bounded) until the kernel
         has completed them, then unmap the ring."""
         cdef double deadline
+        cdef Py_ssize_t kept = self.ops_in_flight
         self.spare_sends = None     # (each refers to the loop)
         self.spare_send_count = 0
         if not self.ring.open:
@@ -1532,28 +1533,36 @@ cdef class RingLoop:
                         self.reap()
                 except (RuntimeError, OSError):
                     # Another thread owns the ring (SINGLE_ISSUER), so this
-                    # one cannot submit.  What waits in the submission
-                    # queue never reached the kernel; if the owner thread
-                    # has ended, the kernel cancelled the rest as it exited
-                    # and their completions wait in the queue.
+                    # one cannot submit or run the kernel's deferred
+                    # completion work.  What waits in the submission queue
+                    # never reached the kernel: it ends here.  Completions
+                    # already posted are reaped.
                     self.end_unconsumed()
                     self.reap()
-            if self.ops_in_flight:
+            kept = self.ops_in_flight
+            if self.wakeup_op is not None and self.wakeup_op.in_flight:
+                # (closed from a thread other than the ring's owner: the
+                # standing eventfd READ cannot be cancelled from here.  Its
+                # 8-byte buffer is in the op, which keeps its reference.)
+                kept -= 1
+            if kept:
                 # The kernel still holds these: keep their buffers alive for
                 # good rather than free memory it may write to.
                 logger.warning('uringloop: %d io_uring requests still in '
-                               'flight at close; their buffers are kept',
-                               self.ops_in_flight)
+                               'flight at close; their buffers are kept', kept)
         finally:
             if self.buffer_pool is not None:
                 self.buffer_pool.close()
-            if self.recv_buffers_ready and not self.ops_in_flight:
+            if self.recv_buffers_ready and not kept:
                 ul_buf_ring_free(&self.ring.r, &self.recv_buffers)
                 self.recv_buffers_ready = False
             self.close_ring_now()
             self.close_wakeup_fd()
-            if self.wakeup_op is not None and not self.wakeup_op.in_flight:
-                self.wakeup_op = None     # breaks the loop <-> op cycle
+            if self.wakeup_op is not None:
+                # breaks the loop <-> op cycle; an op the kernel still holds
+                # must not keep the whole loop alive with it
+                self.wakeup_op.loop = None
+                self.wakeup_op = None
 
 
 @cython.final
