@@ -8,6 +8,7 @@ uvloop side by side, and print the counts of each.
     python3 tests/conformance/run_framework_suite.py aiosmtplib
     python3 tests/conformance/run_framework_suite.py asyncssh
     python3 tests/conformance/run_framework_suite.py hypercorn
+    python3 tests/conformance/run_framework_suite.py tornado
 
 What it does, for anyio (pinned below):
   - makes a virtual environment in the work directory (default
@@ -44,7 +45,9 @@ aiosmtplib and asyncssh (pinned below) have a loop switch of their own
 uringloop and runs the suite once per loop.  hypercorn's pytest-asyncio
 tests are parametrised over both loops by pytest-asyncio's own
 pytest_asyncio_loop_factories hook (a plugin this script writes), the way
-to run any suite built on pytest-asyncio 1.5 or later.
+to run any suite built on pytest-asyncio 1.5 or later.  tornado's tests
+ship inside its wheel and run under its own unittest runner, once per loop
+(chosen by the event loop policy).
 
 Not part of CI (see docs/testing.md for how long a run takes).
 """
@@ -330,11 +333,20 @@ def compare_runs(name, version, workdir, runs):
     there are any, or if a loop passed nothing."""
     summaries, failures = {}, {}
     for loop, out in runs.items():
-        with open(os.path.join(workdir, f"{name}-{loop}.log"), "w") as f:
-            f.write(out.stdout + out.stderr)
         lines = out.stdout.strip().splitlines()
         summaries[loop] = lines[-1] if lines else "(no output)"
         failures[loop] = {l.split(" - ")[0] for l in lines if l.startswith(("FAILED", "ERROR"))}
+    compare(name, version, workdir, runs, summaries, failures,
+            lambda summary: " passed" in summary)
+
+
+def compare(name, version, workdir, runs, summaries, failures, passed_some):
+    """Writes each loop's log, prints its summary and the failures on
+    uringloop only; exits non-zero if there are any, or if a loop's
+    summary shows that nothing passed."""
+    for loop, out in runs.items():
+        with open(os.path.join(workdir, f"{name}-{loop}.log"), "w") as f:
+            f.write(out.stdout + out.stderr)
     print(f"\n{name} {version} (logs: {workdir}/{name}-*.log)")
     for loop in summaries:
         print(f"  {loop:10} {summaries[loop]}")
@@ -342,7 +354,7 @@ def compare_runs(name, version, workdir, runs):
     print(f"\nfailing on uringloop only ({len(ours)}):")
     for line in ours:
         print("  ", line)
-    unrun = [loop for loop in summaries if " passed" not in summaries[loop]]
+    unrun = [loop for loop in summaries if not passed_some(summaries[loop])]
     if unrun:
         raise SystemExit(f"no test passed on {', '.join(unrun)}")
     if ours:
@@ -447,10 +459,53 @@ def run_hypercorn(args):
     report("hypercorn", HYPERCORN_VERSION, args.workdir, out)
 
 
+TORNADO_VERSION = "6.6.1"
+# tornado's tests ship inside the package (tornado.test) and run with its
+# own runner, which fails a run that logs a warning or writes to stderr.
+TORNADO_DRIVER = """import asyncio, sys
+if sys.argv.pop(1) == "uringloop":
+    import uringloop
+    asyncio.set_event_loop_policy(uringloop.EventLoopPolicy())
+from tornado.test.runtests import main, all
+main()
+"""
+
+
+def run_tornado(args):
+    """tornado's suite (IOLoop on asyncio: add_reader/add_writer streams,
+    HTTP/1 client and server, websockets, TCP client and server, threads
+    running loops, reference cycles), run by its own runner once per loop,
+    the loop chosen by the event loop policy."""
+    workdir = os.path.join(args.workdir, "tornado")
+    os.makedirs(workdir, exist_ok=True)
+    python = venv(workdir)
+    sh(python, "-m", "pip", "install", "-q", f"tornado=={TORNADO_VERSION}")
+    driver = os.path.join(workdir, "run_on.py")
+    with open(driver, "w") as f:
+        f.write(TORNADO_DRIVER)
+    runs, summaries, failures = {}, {}, {}
+    for loop in ("stdlib", "uringloop"):
+        out = subprocess.run([python, driver, loop, *args.pytest_args], cwd=workdir,
+                             capture_output=True, text=True, timeout=1800)
+        runs[loop] = out
+        lines = out.stderr.splitlines()
+        ran = [l for l in lines if l.startswith("Ran ")]
+        verdict = [l for l in lines if l.startswith(("OK", "FAILED"))]
+        logged = [l.split("runtests:", 1)[-1].split("] ", 1)[-1] for l in lines if "logged " in l]
+        summaries[loop] = " ".join(ran[-1:] + verdict[-1:] + logged[-1:]) or "(no summary)"
+        failures[loop] = {l for l in lines if l.startswith(("FAIL: ", "ERROR: "))}
+        if logged:
+            # the runner's own check: warnings or stderr output fail the run
+            failures[loop].add("runner: " + logged[-1])
+    compare("tornado", TORNADO_VERSION, args.workdir, runs, summaries, failures,
+            lambda summary: summary.startswith("Ran ") and not summary.startswith("Ran 0 "))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite", choices=["anyio", "uvicorn", "aiohttp", "uvloop",
-                                          "aiosmtplib", "asyncssh", "hypercorn"])
+                                          "aiosmtplib", "asyncssh", "hypercorn",
+                                          "tornado"])
     parser.add_argument("--workdir", default="/tmp/uringloop-conformance")
     parser.add_argument("--uvloop", action="store_true",
                         help="also run the suite's asyncio+uvloop cases (with uvloop "
@@ -470,6 +525,8 @@ def main():
         return run_asyncssh(args)
     if args.suite == "hypercorn":
         return run_hypercorn(args)
+    if args.suite == "tornado":
+        return run_tornado(args)
     python, tree = prepare_anyio(args.workdir)
     # (cases that also drive trio, such as [asyncio-trio] portals, are left
     # out: one hung for good on the stdlib loop here)
