@@ -9,6 +9,7 @@ uvloop side by side, and print the counts of each.
     python3 tests/conformance/run_framework_suite.py asyncssh
     python3 tests/conformance/run_framework_suite.py hypercorn
     python3 tests/conformance/run_framework_suite.py tornado
+    python3 tests/conformance/run_framework_suite.py pyzmq
 
 What it does, for anyio (pinned below):
   - makes a virtual environment in the work directory (default
@@ -55,6 +56,7 @@ import argparse
 import collections
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -459,6 +461,35 @@ def run_hypercorn(args):
     report("hypercorn", HYPERCORN_VERSION, args.workdir, out)
 
 
+PYZMQ_VERSION = "27.2.0"
+PYZMQ_TEST_DEPS = [f"pyzmq=={PYZMQ_VERSION}", "tornado", "pytest>=8", "pytest-asyncio>=1.5",
+                   "pytest-timeout"]
+
+
+def run_pyzmq(args):
+    """pyzmq's suite: zmq.asyncio sockets (add_reader on the edge-triggered
+    ZMQ_FD), futures, the tornado ZMQStream, authenticators, and the
+    synchronous rest; every pytest-asyncio test once per loop through the
+    same loop-factories plugin as hypercorn's.  The sdist's tests run
+    against the wheel of the same version (building libzmq is not needed)."""
+    workdir = os.path.join(args.workdir, "pyzmq")
+    python, tree = prepare_sdist(workdir, "pyzmq", PYZMQ_VERSION, PYZMQ_TEST_DEPS,
+                                 install=False)
+    with open(os.path.join(workdir, "uringloop_factories.py"), "w") as f:
+        f.write(LOOP_FACTORIES_PLUGIN)
+    # (run from a copy of the tests alone: the sdist's zmq/ would shadow
+    # the installed, compiled package)
+    suite = os.path.join(workdir, "suite")
+    if not os.path.isdir(suite):
+        shutil.copytree(os.path.join(tree, "tests"), os.path.join(suite, "tests"))
+    out = run_pytest(python, suite, "-rA",
+                     ["-p", "uringloop_factories", "--import-mode=importlib",
+                      "--timeout", "120", "-o", "asyncio_mode=auto"],
+                     args, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                         [workdir, os.path.join(suite, "tests")])))
+    report("pyzmq", PYZMQ_VERSION, args.workdir, out)
+
+
 TORNADO_VERSION = "6.6.1"
 # tornado's tests ship inside the package (tornado.test) and run with its
 # own runner, which fails a run that logs a warning or writes to stderr.
@@ -505,7 +536,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite", choices=["anyio", "uvicorn", "aiohttp", "uvloop",
                                           "aiosmtplib", "asyncssh", "hypercorn",
-                                          "tornado"])
+                                          "tornado", "pyzmq"])
     parser.add_argument("--workdir", default="/tmp/uringloop-conformance")
     parser.add_argument("--uvloop", action="store_true",
                         help="also run the suite's asyncio+uvloop cases (with uvloop "
@@ -527,6 +558,8 @@ def main():
         return run_hypercorn(args)
     if args.suite == "tornado":
         return run_tornado(args)
+    if args.suite == "pyzmq":
+        return run_pyzmq(args)
     python, tree = prepare_anyio(args.workdir)
     # (cases that also drive trio, such as [asyncio-trio] portals, are left
     # out: one hung for good on the stdlib loop here)
