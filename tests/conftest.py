@@ -148,6 +148,11 @@ def every_closed_loop_is_drained(monkeypatch, request):
         del values
         after = _owned_by_no_open_loop()
         after["loops"] -= sum(1 for loop in held if loop.is_closed())
+        kept = request.node.get_closest_marker("kept_by_kernel")
+        if kept is not None:
+            # (a loop closed from a thread that cannot cancel its requests
+            # keeps what the kernel holds: by design, not a leak)
+            after["operations"] -= kept.kwargs["operations"]
         leaked = {kind: after[kind] - before[kind] for kind in after
                   if after[kind] != before[kind]}
         assert not leaked, f"still alive after the test: {leaked}"
