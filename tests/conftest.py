@@ -246,6 +246,25 @@ def run_tests_in(tree, python, env, files):
     return out.stdout
 
 
+def cycle_garbage(loop, make_coro):
+    """The type names of the cycle garbage one run of make_coro() on loop
+    leaves (after a first run that makes any lazy state).  The selector
+    loop frees its transports and watches by reference count; tornado's
+    circlerefs tests fail on cycle garbage."""
+    loop.run_until_complete(make_coro())
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        loop.run_until_complete(make_coro())
+        gc.collect()
+        return [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.garbage.clear()
+        gc.set_debug(0)
+        gc.enable()
+
+
 async def recv_until_eof(loop, sock, size, timeout=None):
     """Everything sock receives until the peer's end of stream, with
     loop.sock_recv(sock, size) (each receive bounded by timeout, if given)."""

@@ -1,12 +1,13 @@
 """add_reader/add_writer (level-triggered, as the selector loops) and
 add_signal_handler."""
 import asyncio
-import gc
 import os
 import signal
 import socket
 
 import pytest
+
+from conftest import cycle_garbage
 
 
 def test_reader_is_level_triggered(any_loop):
@@ -49,18 +50,7 @@ def test_removed_watches_leave_no_cycle_garbage(any_loop):
         any_loop.remove_writer(w)
         await asyncio.sleep(0)
 
-    any_loop.run_until_complete(watch_once())     # (lazy state made once)
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        any_loop.run_until_complete(watch_once())
-        gc.collect()
-        garbage = [type(o).__name__ for o in gc.garbage]
-    finally:
-        gc.garbage.clear()
-        gc.set_debug(0)
-        gc.enable()
+    garbage = cycle_garbage(any_loop, watch_once)
     r.close()
     w.close()
     assert garbage == []

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import uringloop
+from conftest import cycle_garbage
 
 
 def run(coro, timeout=60):
@@ -166,6 +167,50 @@ def test_protocol_callbacks_order_and_half_close():
             assert tr.is_closing()
 
     run(main())
+
+
+class FirstDatagram(asyncio.DatagramProtocol):
+    # (at module level: a class made per run is cycle garbage itself)
+    def __init__(self, got):
+        self.got = got
+
+    def datagram_received(self, data, addr):
+        if not self.got.done():
+            self.got.set_result(data)
+
+
+def test_closed_datagram_and_pipe_transports_leave_no_cycle_garbage(any_loop):
+    """A datagram or pipe transport that has reported connection_lost() is
+    freed by its reference count, as the selector loop's are: its
+    operations and it no longer hold each other."""
+    async def datagrams():
+        got = any_loop.create_future()
+        receiver, _ = await any_loop.create_datagram_endpoint(
+            lambda: FirstDatagram(got), local_addr=("127.0.0.1", 0))
+        sender, _ = await any_loop.create_datagram_endpoint(
+            asyncio.DatagramProtocol, remote_addr=receiver.get_extra_info("sockname"))
+        sender.sendto(b"x")
+        assert await got == b"x"
+        receiver.close()
+        sender.close()
+        await asyncio.sleep(0)
+
+    async def pipes():
+        r, w = os.pipe()
+        reader = asyncio.StreamReader()
+        read_transport, _ = await any_loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), open(r, "rb", 0))
+        write_transport, _ = await any_loop.connect_write_pipe(
+            asyncio.Protocol, open(w, "wb", 0))
+        write_transport.write(b"hi")
+        assert await reader.readexactly(2) == b"hi"
+        write_transport.close()
+        assert await reader.read() == b""
+        read_transport.close()
+        await asyncio.sleep(0)
+
+    assert cycle_garbage(any_loop, datagrams) == []
+    assert cycle_garbage(any_loop, pipes) == []
 
 
 def test_close_while_writes_are_queued_sends_everything():

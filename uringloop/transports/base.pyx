@@ -79,6 +79,14 @@ cdef class BaseTransport:
         """Cancel reading and writing requests (transport-specific)."""
         return 0
 
+    cdef int release_ops(self) except -1:
+        """Connection lost and no request in flight: let the operations
+        go of the transport, so that the two, which hold each other, are
+        freed by their reference counts as the selector loop's transports
+        are (transport-specific; every path that could arm an operation
+        again checks `closing` or `conn_lost` first)."""
+        return 0
+
     # -- write flow control, as asyncio's _FlowControlMixin ---------------
 
     cdef int maybe_pause_protocol(self) except -1:
@@ -223,6 +231,8 @@ cdef class BaseTransport:
                 self.protocol.connection_lost(exc)
         finally:
             self.close_socket()
+            if not self.ops_pending:
+                self.release_ops()
             self.protocol = None
             server = self.server
             if server is not None:

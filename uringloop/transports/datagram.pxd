@@ -22,6 +22,7 @@ cdef class DatagramTransport(BaseTransport):
     cdef ZeroCopyPolicy zc
 
     cdef int start_reading(self) except -1
+    cdef int release_ops(self) except -1
     cdef bint deliver(self, object data, object addr) except -1
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1

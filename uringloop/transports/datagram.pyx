@@ -657,6 +657,16 @@ cdef class DatagramTransport(BaseTransport):
         return 0
 
 
+    cdef int release_ops(self) except -1:
+        cdef DatagramSend op = self.spare_ops
+        self.recv_op.transport = None
+        self.writable_op.transport = None
+        while op is not None:
+            op.transport = None
+            op = op.next_spare
+        return 0
+
+
 cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
                                               object protocol, object address,
                                               object waiter, object extra):

@@ -15,6 +15,7 @@ cdef class ReadPipeTransport(BaseTransport):
     cdef bint paused
 
     cdef int start_reading(self) except -1
+    cdef int release_ops(self) except -1
     cdef int read_completed(self, int32_t res) except -1
 
 
@@ -26,5 +27,6 @@ cdef class WritePipeTransport(BaseTransport):
     cdef object write_queue          # deque of bytes
 
     cdef int submit_write(self) except -1
+    cdef int release_ops(self) except -1
     cdef int write_completed(self, int32_t res) except -1
     cdef int hangup(self) except -1

@@ -114,6 +114,10 @@ cdef class ReadPipeTransport(BaseTransport):
             self.loop.cancel_fd(self.fd)   # the READ waits behind a POLL_ADD
         return 0
 
+    cdef int release_ops(self) except -1:
+        self.read_op.transport = None
+        return 0
+
     cdef int fatal_error(self, object exc, str message) except -1:
         if isinstance(exc, OSError) and exc.errno == _errno.EIO:
             if self.loop.get_debug():
@@ -160,6 +164,11 @@ cdef class WritePipeTransport(BaseTransport):
 
     def writelines(self, list_of_data):
         self.write(b''.join(list_of_data))
+
+    cdef int release_ops(self) except -1:
+        self.write_op.transport = None
+        (<HangupWatch>self.hangup_op).transport = None
+        return 0
 
     def _watch_hangup(self):
         cdef io_uring_sqe *sqe
