@@ -453,12 +453,19 @@ def run_hypercorn(args):
     does not import with the trio pip gives here.)"""
     workdir = os.path.join(args.workdir, "hypercorn")
     python, tree = prepare_sdist(workdir, "hypercorn", HYPERCORN_VERSION, HYPERCORN_TEST_DEPS)
+    out = run_pytest_per_loop(python, tree, workdir,
+                              ["--timeout", "60", "--ignore", "tests/trio"], args)
+    report("hypercorn", HYPERCORN_VERSION, args.workdir, out)
+
+
+def run_pytest_per_loop(python, cwd, workdir, options, args, path=()):
+    """run_pytest (-rA) with every pytest-asyncio test once per loop: the
+    loop-factories plugin is written into workdir and loaded from there
+    (path: more directories the suite imports from)."""
     with open(os.path.join(workdir, "uringloop_factories.py"), "w") as f:
         f.write(LOOP_FACTORIES_PLUGIN)
-    out = run_pytest(python, tree, "-rA",
-                     ["-p", "uringloop_factories", "--timeout", "60", "--ignore", "tests/trio"],
-                     args, env=dict(os.environ, PYTHONPATH=workdir))
-    report("hypercorn", HYPERCORN_VERSION, args.workdir, out)
+    return run_pytest(python, cwd, "-rA", ["-p", "uringloop_factories", *options], args,
+                      env=dict(os.environ, PYTHONPATH=os.pathsep.join([workdir, *path])))
 
 
 PYZMQ_VERSION = "27.2.0"
@@ -475,18 +482,15 @@ def run_pyzmq(args):
     workdir = os.path.join(args.workdir, "pyzmq")
     python, tree = prepare_sdist(workdir, "pyzmq", PYZMQ_VERSION, PYZMQ_TEST_DEPS,
                                  install=False)
-    with open(os.path.join(workdir, "uringloop_factories.py"), "w") as f:
-        f.write(LOOP_FACTORIES_PLUGIN)
     # (run from a copy of the tests alone: the sdist's zmq/ would shadow
     # the installed, compiled package)
     suite = os.path.join(workdir, "suite")
     if not os.path.isdir(suite):
         shutil.copytree(os.path.join(tree, "tests"), os.path.join(suite, "tests"))
-    out = run_pytest(python, suite, "-rA",
-                     ["-p", "uringloop_factories", "--import-mode=importlib",
-                      "--timeout", "120", "-o", "asyncio_mode=auto"],
-                     args, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                         [workdir, os.path.join(suite, "tests")])))
+    out = run_pytest_per_loop(
+        python, suite, workdir,
+        ["--import-mode=importlib", "--timeout", "120", "-o", "asyncio_mode=auto"], args,
+        path=[os.path.join(suite, "tests")])
     report("pyzmq", PYZMQ_VERSION, args.workdir, out)
 
 
