@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 
 import pytest
 
@@ -119,7 +120,6 @@ def test_a_loop_closed_from_another_thread_frees_its_memory(caplog):
     it.  close() stays quiet about it, still frees the receive buffer ring
     (16 MiB of address space), and the loop itself is collected; only the
     read's own operation stays (the debug build counts it)."""
-    import weakref
     loop = uringloop.new_event_loop()
 
     async def serve_one_connection():

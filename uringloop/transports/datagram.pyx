@@ -656,7 +656,6 @@ cdef class DatagramTransport(BaseTransport):
             self.loop.cancel_op(self.recv_op)
         return 0
 
-
     cdef int release_ops(self) except -1:
         cdef DatagramSend op = self.spare_ops
         self.recv_op.transport = None
