@@ -1106,7 +1106,8 @@ cdef class RingLoop:
         op.ssl_handshake_timeout = ssl_handshake_timeout
         op.ssl_shutdown_timeout = ssl_shutdown_timeout
         op.active = True
-        op.burst = max(1, min(backlog, ACCEPT_BURST))
+        # as many accepts per wake-up as the backlog (transports/server.pyx)
+        op.burst = max(1, min(backlog, 0x7fffffff))
         self.accepting[fd] = op
         take_kept_after_claims(self, fd, self._serve_kept_connections, (sock, op))
         op.arm()

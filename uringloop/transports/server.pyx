@@ -24,19 +24,22 @@
 # is woken, as with epoll, and whichever runs first takes the connection;
 # the others find the queue empty (EAGAIN) and wait again.
 #
-# After a wake-up the loop takes up to `burst` (ACCEPT_BURST, at most the
-# backlog) connections with accept4(2) and arms the poll again, which
-# completes at once while connections are queued: at most `burst` per
-# iteration, so a busy loop (long iterations) takes fewer than an idle one.
-# Measured with bench/run_gunicorn.py (2 workers, 64 connections opened at
-# once, 5 rounds): the busier worker took a median 69% (at most 86%) with
-# the backlog as the limit, as the selector loop has it; 61% (62%) with 4;
-# 52% (53%) with 16.  Backlog-many ACCEPTs: 100% every time.  Once an
-# accepted connection cost less than half as much (54 us of user CPU, see
-# below), 16 let the running worker take 73% (77%) in two runs; 4: 61%
-# (77%) and 56% (62%); 1: 58% (72%), at an iteration per connection.
-# Hence 4: a quarter of a burst per wake-up.
-#
+# After a wake-up the loop takes up to `burst` connections with accept4(2)
+# -- the backlog, as the selector loop does -- and arms the poll again,
+# which completes at once while connections are still queued.  The burst
+# is what keeps a burst of connects alive: a full accept queue makes the
+# kernel answer further SYNs with SYN cookies, and a cookie's connection is
+# reset when its ACK finds the queue still full.  300 clients connecting
+# at once to a backlog of 100, each echoing 30 messages of up to 100 KB
+# (tests/test_stdlib_parity.py, the burst test): 4 accepts per wake-up
+# left 4-62 of 300 reset in every run (TcpExtSyncookiesFailed equal to the
+# resets); the backlog per wake-up, 0 in every run, as on the selector
+# loop.  An earlier limit of 4 had been chosen to spread a burst over
+# processes that share a socket; that is the job of SO_REUSEPORT
+# (gunicorn --reuse-port, uringloop/gunicorn.py), and never worth a reset.
+# On one shared socket, whichever process runs first takes a burst, as
+# with epoll and the selector loop.
+
 # What an accepted connection costs the loop is kept out of Python where
 # asyncio's helpers would run (bench/run_connect.py, server user CPU per
 # connection accepted, echoed once and closed: 126 us -> 54; uvloop 38,
@@ -53,9 +56,6 @@
 # socket is never shut down: shutdown(SHUT_RD) on a listening socket tears
 # down its accept queue for every process that shares it (gunicorn -w N, a
 # socket passed by systemd), and they would refuse connections too.
-
-
-cdef int ACCEPT_BURST = 4      # connections taken per wake-up, at most
 
 
 @cython.final
@@ -76,7 +76,8 @@ cdef class ServerAccept(Operation):
     cdef object ssl_shutdown_timeout
     cdef bint active
     cdef bint pending
-    cdef int burst                   # accept4() calls per wake-up, at most
+    cdef int burst                   # accept4() calls per wake-up, at most:
+                                     # the backlog, as the selector loop's
     cdef bint backing_off            # out of fds: waiting to try again
 
     cdef int arm(self) except -1:
