@@ -12,11 +12,12 @@ with its loop made by uringloop:
 Each worker process makes its own ring after the fork.
 
 How connections spread over the workers: by default they share the
-arbiter's listening socket, and whichever worker's loop runs first takes a
-new connection (a busy or blocked worker takes none; bursts split about
-60/40 over two workers here, bench/run_gunicorn.py).  With gunicorn's
-`--reuse-port` each worker listens on a socket of its own and the kernel
-picks one by the connection's addresses: bursts split evenly, but a busy
+arbiter's listening socket, and whichever worker's loop runs first takes
+what is queued, up to the backlog, as the stdlib's worker does (a busy or
+blocked worker takes none; a burst of 64 went whole to one of two workers
+here, bench/run_gunicorn.py).  With gunicorn's `--reuse-port` each worker
+listens on a socket of its own and the kernel picks one by the
+connection's addresses: bursts split evenly (59/41 here), but a busy
 worker still gets its share.  Set net.ipv4.tcp_migrate_req = 1 with it: a
 worker that dies (or is killed at --timeout) otherwise resets the
 connections still queued on its socket (tests/test_ecosystem.py,
