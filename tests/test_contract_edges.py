@@ -4,8 +4,14 @@ the error a failed call carries, what a closed loop still holds.  Each
 test runs one scenario on uringloop and on asyncio.SelectorEventLoop
 (`any_loop`) and expects the stdlib's outcome on both."""
 import asyncio
+import socket
+import threading
+import time
 
 import pytest
+
+import uringloop
+from conftest import recv_until_eof
 
 
 # ---- a burst of connects bigger than the backlog ---------------------------
@@ -55,3 +61,42 @@ def test_a_burst_of_connects_three_times_the_backlog_is_served_whole(any_loop):
 
     outcomes = loop.run_until_complete(main())
     assert outcomes.count("served") == 300, sorted(set(outcomes))
+
+
+# ---- a cancelled receive consumes nothing ---------------------------------
+
+def test_receives_that_timed_out_leave_the_bytes_for_plain_calls(any_loop):
+    """wait_for(sock_recv()) with timeouts that meet the data as it comes
+    (some before, some after, some in the same step), then the socket is
+    read with the socket module's own recv(), as a library that mixes
+    sock_recv with blocking calls, ssl.wrap_socket() or a thread given a
+    dup() does: every one of 200 streams is whole on the stdlib loop, and
+    must be here (a RECV in the ring kept what it took: 0 of 200)."""
+    loop = any_loop
+    payloads = [b"stream-%03d;" % i * 20 for i in range(200)]
+
+    async def one(i, a, b):
+        loop.call_later(0.001 * (i % 5), b.send, payloads[i])
+        try:
+            return await asyncio.wait_for(loop.sock_recv(a, 1 << 16), 0.002)
+        except asyncio.TimeoutError:
+            return b""
+
+    async def main():
+        pairs = [socket.socketpair() for _ in payloads]
+        for a, _ in pairs:
+            a.setblocking(False)
+        firsts = await asyncio.gather(*(one(i, a, b) for i, (a, b) in enumerate(pairs)))
+        await asyncio.sleep(0.02)
+        return pairs, firsts
+
+    pairs, firsts = loop.run_until_complete(main())
+    intact = 0
+    for (a, b), got, payload in zip(pairs, firsts, payloads):
+        a.settimeout(5)
+        with a, b:
+            while len(got) < len(payload):
+                got += a.recv(1 << 16)
+        intact += got == payload
+    assert intact == len(payloads)
+    assert any(firsts) and not all(firsts)      # both outcomes happened

@@ -1,11 +1,12 @@
-"""Nothing lost, nothing hung (issue #13): results that reach a cancelled
-task, what a cancelled request kept when the socket is handed on, lengths
-of 4 GiB and more, NaN timers.
+"""Nothing lost, nothing hung (issues #13, #33): a cancelled receive or
+accept takes nothing from the socket, whoever uses it next; lengths of
+4 GiB and more, NaN timers.
 
 Where the stdlib shows the same behaviour the test runs on both loops
-(`any_loop`); the deterministic cancellation interleavings are uringloop's
-own guarantee (the stdlib loses the result of a `sock_recv` whose task is
-cancelled after its reader callback ran, too), so they run on uringloop.
+(`any_loop`).  The interleaving in which a receive's socket was ready but
+its task is cancelled before it resumes runs on uringloop alone: the
+selector loop has read the data in its reader callback by then, and loses
+it.
 """
 import asyncio
 import mmap
@@ -19,72 +20,63 @@ import pytest
 import uringloop
 
 
-def cancel_once_result_is_in(loop, coro):
-    """Run coro as a task and cancel it in the first iteration in which the
-    future it waits on is done but the task has not resumed yet: the
-    interleaving asyncio.wait_for, TaskGroup and gather produce when a
-    result and a cancellation meet."""
-    task = loop.create_task(coro)
-    seen = []
-
-    def check():
+async def cancel_once_ready(loop, task):
+    """Cancel task in the first iteration in which the future it waits on
+    is done but the task has not resumed: the interleaving asyncio.wait_for,
+    TaskGroup and gather produce when data and a cancellation meet."""
+    for _ in range(1000):
+        await asyncio.sleep(0)
         waiter = task._fut_waiter
         if waiter is not None and waiter.done():
-            seen.append(waiter)
             task.cancel()
-        elif not task.done():
-            loop.call_soon(check)
-    loop.call_soon(check)
-    return task, seen
+            return
+    pytest.fail("the receive never saw its socket ready")
 
 
-async def expect_cancelled_with_result(loop, coro):
-    task, seen = cancel_once_result_is_in(loop, coro)
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert seen and not seen[0].cancelled(), "the interleaving did not happen"
-    return seen[0].result()
+# ---- 1. a cancelled receive takes nothing from the socket -------------------
 
-
-# ---- 1. a result that reached a cancelled task goes back ----------------
-
-def test_recv_result_of_a_cancelled_task_is_returned_next(uloop):
-    async def main():
-        a, b = socket.socketpair()
-        a.setblocking(False)
-        with a, b:
-            b.sendall(b"first")
-            lost = await expect_cancelled_with_result(uloop, uloop.sock_recv(a, 100))
-            assert lost == b"first"
-            b.sendall(b"second")
-            got = b""
-            while len(got) < 11:
-                got += await uloop.sock_recv(a, 100)
-            assert got == b"firstsecond"
-    uloop.run_until_complete(main())
-
-
-RECEIVES_ON_ONE_SOCKET = {
+RECEIVES = {
     "sock_recv": (socket.SOCK_STREAM, lambda loop, s: loop.sock_recv(s, 100)),
     "sock_recv_into": (socket.SOCK_STREAM,
-                       lambda loop, s: into_bytes(loop.sock_recv_into(s, bytearray(100)))),
+                       lambda loop, s: loop.sock_recv_into(s, bytearray(100))),
     "sock_recvfrom": (socket.SOCK_DGRAM, lambda loop, s: loop.sock_recvfrom(s, 100)),
+    "sock_recvfrom_into": (socket.SOCK_DGRAM,
+                           lambda loop, s: loop.sock_recvfrom_into(s, bytearray(100))),
 }
 
 
-async def into_bytes(coro):
-    return await coro
+@pytest.mark.parametrize("op", sorted(RECEIVES))
+def test_a_receive_cancelled_as_data_arrives_leaves_it_for_a_plain_recv(any_loop, op):
+    """The data arrives in the step that cancels the waiting receive: the
+    socket still holds it, for the socket module's own recv()."""
+    loop = any_loop
+    kind, receive = RECEIVES[op]
+
+    async def main():
+        a, b = socket.socketpair(socket.AF_UNIX, kind)
+        a.setblocking(False)
+        with a, b:
+            for i in range(20):
+                task = loop.create_task(receive(loop, a))
+                await asyncio.sleep(0)
+                b.send(b"%04d" % i)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                a.settimeout(5)
+                assert a.recv(100) == b"%04d" % i
+                a.setblocking(False)
+    loop.run_until_complete(asyncio.wait_for(main(), 30))
 
 
-@pytest.mark.parametrize("op", sorted(RECEIVES_ON_ONE_SOCKET))
-def test_a_receive_started_while_a_cancelled_ones_result_waits_gets_it(uloop, op):
-    """A task's receive got "first", but the task is cancelled before it
-    resumes, and in that same step another receive on the socket starts
-    (uvloop's test_sock_send_before_cancel, when the byte reaches the first
-    receive).  The kept "first" must reach the second receive, not wait
-    behind it (it would hang, or come after "second").  The stdlib loses
-    "first" here."""
-    kind, receive = RECEIVES_ON_ONE_SOCKET[op]
+@pytest.mark.parametrize("op", sorted(RECEIVES))
+def test_a_receive_whose_socket_was_ready_when_cancelled_leaves_the_data(uloop, op):
+    """The receive's wait is over (the socket is ready) but its task is
+    cancelled before it resumes: nothing was read, a plain recv() gets it,
+    and so does the next sock_* call.  (uringloop only: the selector loop
+    reads in its reader callback, before the task resumes, and loses the
+    data in this interleaving.)"""
+    kind, receive = RECEIVES[op]
 
     async def main():
         a, b = socket.socketpair(socket.AF_UNIX, kind)
@@ -93,83 +85,50 @@ def test_a_receive_started_while_a_cancelled_ones_result_waits_gets_it(uloop, op
             first = uloop.create_task(receive(uloop, a))
             await asyncio.sleep(0)
             b.send(b"first")
-            for _ in range(1000):
-                await asyncio.sleep(0)
-                waiter = first._fut_waiter
-                if waiter is not None and waiter.done():
-                    break
-            else:
-                pytest.fail("the first receive never got its result")
-            first.cancel()                      # it has not resumed yet
-            # (no wait_for: its task would start after the first one resumed)
-            unblock = uloop.call_later(5, b.send, b"late")
-            second = await receive(uloop, a)
-            unblock.cancel()
-            assert first.cancelled()
-            b.send(b"second")
-            third = await asyncio.wait_for(receive(uloop, a), 5)
-            return second, third
-    second, third = uloop.run_until_complete(main())
-    if op == "sock_recvfrom":
-        assert (second[0], third[0]) == (b"first", b"second")
-    elif op == "sock_recv_into":
-        assert (second, third) == (5, 6)
-    else:
-        assert second + third == b"firstsecond" and second == b"first"
-
-
-def test_recv_into_result_of_a_cancelled_task_is_returned_next(uloop):
-    async def main():
-        a, b = socket.socketpair()
-        a.setblocking(False)
-        with a, b:
-            b.sendall(b"payload")
-            buf = bytearray(64)
-            n = await expect_cancelled_with_result(uloop, uloop.sock_recv_into(a, buf))
-            assert n == 7
-            buf2 = bytearray(64)
-            assert await uloop.sock_recv_into(a, buf2) == 7
-            assert buf2[:7] == b"payload"
-    uloop.run_until_complete(main())
-
-
-def test_recvfrom_results_of_cancelled_tasks_are_returned_next(uloop):
-    async def main():
-        a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        with a, b:
-            a.bind(("127.0.0.1", 0))
+            await cancel_once_ready(uloop, first)
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            a.settimeout(5)
+            plain = a.recv(100)
             a.setblocking(False)
-            b.sendto(b"one", a.getsockname())
-            data, addr = await expect_cancelled_with_result(
-                uloop, uloop.sock_recvfrom(a, 100))
-            assert data == b"one"
-            b.sendto(b"two", a.getsockname())
-            assert (await uloop.sock_recvfrom(a, 100))[0] == b"one"
-            assert (await uloop.sock_recvfrom(a, 100))[0] == b"two"
-            b.sendto(b"three", a.getsockname())
-            n, addr2 = await expect_cancelled_with_result(
-                uloop, uloop.sock_recvfrom_into(a, bytearray(100)))
-            assert n == 5
-            b.sendto(b"four", a.getsockname())
-            buf = bytearray(100)
-            n, _ = await uloop.sock_recvfrom_into(a, buf)
-            assert buf[:n] == b"three"
-            assert (await uloop.sock_recvfrom(a, 100))[0] == b"four"
-    uloop.run_until_complete(main())
+            second = uloop.create_task(receive(uloop, a))
+            await asyncio.sleep(0)
+            b.send(b"second")
+            await cancel_once_ready(uloop, second)
+            with pytest.raises(asyncio.CancelledError):
+                await second
+            again = await asyncio.wait_for(receive(uloop, a), 5)
+            return plain, again
+    plain, again = uloop.run_until_complete(main())
+    assert plain == b"first"
+    got = again if kind == socket.SOCK_STREAM else again[0]     # (n or data, address)
+    assert got == (6 if op.endswith("_into") else b"second")
 
 
-def test_accept_result_of_a_cancelled_task_is_returned_next(uloop):
+@pytest.mark.parametrize("when", ["waiting", "ready"])
+def test_a_cancelled_accept_leaves_the_connection_for_a_plain_accept(any_loop, when):
+    loop = any_loop
+    if when == "ready" and not isinstance(loop, uringloop.Loop):
+        pytest.skip("the selector loop accepts in its reader callback and "
+                    "loses the connection in this interleaving")
+
     async def main():
         with socket.create_server(("127.0.0.1", 0)) as srv:
             srv.setblocking(False)
+            task = loop.create_task(loop.sock_accept(srv))
+            await asyncio.sleep(0)
             c = socket.create_connection(srv.getsockname())
-            with c:
-                conn, addr = await expect_cancelled_with_result(uloop, uloop.sock_accept(srv))
-                conn2, addr2 = await uloop.sock_accept(srv)
-                with conn2:
-                    assert conn2 is conn and addr2 == c.getsockname()
-    uloop.run_until_complete(main())
+            if when == "ready":
+                await cancel_once_ready(loop, task)
+            else:
+                task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            srv.settimeout(5)
+            conn, address = srv.accept()
+            with c, conn:
+                return address == c.getsockname()
+    assert loop.run_until_complete(asyncio.wait_for(main(), 30))
 
 
 def test_wait_for_receives_lose_no_byte(any_loop):
@@ -243,79 +202,69 @@ def test_wait_for_accepts_lose_no_connection(uloop):
     assert loop.run_until_complete(main()) == total
 
 
-# ---- 2. what a cancelled request kept reaches the next user --------------
+# ---- 2. a socket handed on after a cancelled receive -------------------------
 
-@pytest.mark.parametrize("how", ["result_in", "cancel_first"])
-def test_transport_made_after_a_cancelled_recv_gets_the_bytes_first(uloop, how):
+@pytest.mark.parametrize("to", ["stream transport", "datagram transport", "server"])
+def test_a_socket_handed_on_after_a_cancelled_receive_gives_its_new_user_all(uloop, to):
+    """The receive's socket is ready when its task is cancelled, and in that
+    step the socket is handed to a transport or a server: they get the data
+    (or connection) first, from the socket itself.  (The stdlib loses it
+    in this interleaving: its reader callback has read it.)"""
     async def main():
-        a, b = socket.socketpair()
+        if to == "server":
+            listener = socket.create_server(("127.0.0.1", 0))
+            listener.setblocking(False)
+            first = uloop.create_task(uloop.sock_accept(listener))
+            await asyncio.sleep(0)
+            peer = socket.create_connection(listener.getsockname())
+            await cancel_once_ready(uloop, first)
+            served = uloop.create_future()
+            server = await uloop.create_server(
+                lambda: type("P", (asyncio.Protocol,), {
+                    "data_received": lambda self, d: served.done() or served.set_result(d)})(),
+                sock=listener)
+            peer.sendall(b"hello")
+            got = await asyncio.wait_for(served, 5)
+            peer.close()
+            server.close()
+            await server.wait_closed()
+            return got
+        kind = socket.SOCK_STREAM if to == "stream transport" else socket.SOCK_DGRAM
+        a, b = socket.socketpair(socket.AF_UNIX, kind)
         a.setblocking(False)
-        with b:
-            if how == "result_in":
-                b.sendall(b"kept-")
-                await expect_cancelled_with_result(uloop, uloop.sock_recv(a, 100))
-            else:
-                # cancelled while the RECV is in flight, the data arriving
-                # in the same instant
-                task = uloop.create_task(uloop.sock_recv(a, 100))
-                await asyncio.sleep(0)
-                b.sendall(b"kept-")
-                task.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-                await asyncio.sleep(0.01)
-            b.sendall(b"then")
-            reader, writer = await asyncio.open_connection(sock=a)
-            got = await asyncio.wait_for(reader.readexactly(9), 5)
-            writer.close()
-            await writer.wait_closed()
-        # with "cancel_first" the kernel may have had nothing for the RECV
-        # when the cancel reached it; then the bytes are in the socket
-        assert got == b"kept-then"
-    uloop.run_until_complete(main())
+        receive = uloop.sock_recv if kind == socket.SOCK_STREAM else uloop.sock_recvfrom
+        first = uloop.create_task(receive(a, 100))
+        await asyncio.sleep(0)
+        b.send(b"first")
+        await cancel_once_ready(uloop, first)
+        got = []
+        came = uloop.create_future()
 
+        class P(asyncio.DatagramProtocol if kind == socket.SOCK_DGRAM else asyncio.Protocol):
+            def data_received(self, data):
+                got.append(data)
+                if b"".join(got).endswith(b"second"):
+                    came.set_result(None)
 
-def test_datagram_endpoint_after_a_cancelled_recvfrom_gets_the_datagram(uloop):
-    async def main():
-        a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        with b:
-            a.bind(("127.0.0.1", 0))
-            a.setblocking(False)
-            b.sendto(b"kept", a.getsockname())
-            await expect_cancelled_with_result(uloop, uloop.sock_recvfrom(a, 100))
-            got = asyncio.Queue()
+            def datagram_received(self, data, addr):
+                self.data_received(data)
 
-            class P(asyncio.DatagramProtocol):
-                def datagram_received(self, data, addr):
-                    got.put_nowait(data)
+        if kind == socket.SOCK_STREAM:
+            tr, _ = await uloop.create_connection(P, sock=a)
+        else:
             tr, _ = await uloop.create_datagram_endpoint(P, sock=a)
-            b.sendto(b"next", a.getsockname())
-            assert await asyncio.wait_for(got.get(), 5) == b"kept"
-            assert await asyncio.wait_for(got.get(), 5) == b"next"
-            tr.close()
-    uloop.run_until_complete(main())
-
-
-def test_server_made_after_a_cancelled_accept_serves_the_connection(uloop):
-    async def main():
-        srv = socket.create_server(("127.0.0.1", 0))
-        srv.setblocking(False)
-        c = socket.create_connection(srv.getsockname())
-        c.setblocking(False)
-        await expect_cancelled_with_result(uloop, uloop.sock_accept(srv))
-
-        async def handle(reader, writer):
-            writer.write(await reader.readexactly(4))
-            await writer.drain()
-            writer.close()
-        server = await asyncio.start_server(handle, sock=srv)
-        with c:
-            await uloop.sock_sendall(c, b"ping")
-            assert await asyncio.wait_for(uloop.sock_recv(c, 4), 5) == b"ping"
-        server.close()
-        await server.wait_closed()
-    uloop.run_until_complete(main())
+        b.send(b"second")
+        await asyncio.wait_for(came, 5)
+        tr.close()
+        b.close()
+        return got
+    got = uloop.run_until_complete(main())
+    if to == "server":
+        assert got == b"hello"
+    elif to == "stream transport":
+        assert b"".join(got) == b"firstsecond"
+    else:
+        assert got == [b"first", b"second"]
 
 
 # ---- 3. lengths of 4 GiB and more -----------------------------------------
@@ -508,77 +457,3 @@ def test_abort_with_zero_copy_sends_in_flight_releases_everything(uloop, how):
     assert done == 40
     assert fileno == -1
     assert in_flight == 1               # the loop's own eventfd READ
-
-
-async def cancel_when_result_is_in(loop, task):
-    """Wait until task's receive holds its result, then cancel the task
-    before it resumes."""
-    for _ in range(1000):
-        await asyncio.sleep(0)
-        waiter = task._fut_waiter
-        if waiter is not None and waiter.done():
-            task.cancel()
-            return
-    pytest.fail("the receive never got its result")
-
-
-@pytest.mark.parametrize("to", ["stream transport", "datagram transport", "server"])
-def test_a_socket_handed_on_while_a_cancelled_receives_result_waits_keeps_it(uloop, to):
-    """As above, but in the step that cancels the task the socket is handed
-    to a transport or a server: what the cancelled receive got reaches
-    them first (the stdlib loses it)."""
-    async def main():
-        if to == "server":
-            listener = socket.create_server(("127.0.0.1", 0))
-            listener.setblocking(False)
-            first = uloop.create_task(uloop.sock_accept(listener))
-            await asyncio.sleep(0)
-            peer = socket.create_connection(listener.getsockname())
-            await cancel_when_result_is_in(uloop, first)
-            served = uloop.create_future()
-            server = await uloop.create_server(
-                lambda: type("P", (asyncio.Protocol,), {
-                    "data_received": lambda self, d: served.done() or served.set_result(d)})(),
-                sock=listener)
-            peer.sendall(b"hello")
-            got = await asyncio.wait_for(served, 5)
-            peer.close()
-            server.close()
-            await server.wait_closed()
-            return got
-        kind = socket.SOCK_STREAM if to == "stream transport" else socket.SOCK_DGRAM
-        a, b = socket.socketpair(socket.AF_UNIX, kind)
-        a.setblocking(False)
-        receive = uloop.sock_recv if kind == socket.SOCK_STREAM else uloop.sock_recvfrom
-        first = uloop.create_task(receive(a, 100))
-        await asyncio.sleep(0)
-        b.send(b"first")
-        await cancel_when_result_is_in(uloop, first)
-        got = []
-        came = uloop.create_future()
-
-        class P(asyncio.DatagramProtocol if kind == socket.SOCK_DGRAM else asyncio.Protocol):
-            def data_received(self, data):
-                got.append(data)
-                if b"".join(got).endswith(b"second"):
-                    came.set_result(None)
-
-            def datagram_received(self, data, addr):
-                self.data_received(data)
-
-        if kind == socket.SOCK_STREAM:
-            tr, _ = await uloop.create_connection(P, sock=a)
-        else:
-            tr, _ = await uloop.create_datagram_endpoint(P, sock=a)
-        b.send(b"second")
-        await asyncio.wait_for(came, 5)
-        tr.close()
-        b.close()
-        return got
-    got = uloop.run_until_complete(main())
-    if to == "server":
-        assert got == b"hello"
-    elif to == "stream transport":
-        assert b"".join(got) == b"firstsecond"
-    else:
-        assert got == [b"first", b"second"]

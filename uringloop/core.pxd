@@ -105,8 +105,6 @@ cdef class RingLoop:
     cdef uint64_t spins           # waits that watched the ring first ...
     cdef uint64_t spin_hits       # ... and found work without sleeping
     cdef list zcrx_users          # ZeroCopyReceive bound to this loop's thread
-    cdef object recv_leftover     # fd -> bytes received after a cancel
-    cdef dict recv_waiting        # fd -> the future of its latest sock_recv*/accept
     cdef Py_ssize_t sendalls_in_flight  # sock_sendall() requests the kernel holds
     cdef ul_buf_ring recv_buffers # provided buffers for multishot receives
     cdef bint recv_buffers_ready

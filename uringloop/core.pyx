@@ -501,8 +501,6 @@ cdef class RingLoop:
         self.send_flushes = []
         self.last_wait_ns = self.spin_ns + 1    # no spinning until a short wait
         self.zcrx_users = []
-        self.recv_leftover = {}
-        self.recv_waiting = {}
         self._transports = {}
         self.zc_default_mode = _default_mode()
         self.zc_default_threshold = _default_threshold()
@@ -1109,20 +1107,7 @@ cdef class RingLoop:
         # as many accepts per wake-up as the backlog (transports/server.pyx)
         op.burst = max(1, min(backlog, 0x7fffffff))
         self.accepting[fd] = op
-        take_kept_after_claims(self, fd, self._serve_kept_connections, (sock, op))
         op.arm()
-
-    def _serve_kept_connections(self, sock, ServerAccept op not None):
-        """Connections a cancelled sock_accept() took from sock are served
-        (first, when the server starts at once)."""
-        kept = take_all_leftover(self, sock)
-        if kept is None:
-            return
-        for conn, address in (<LeftOver>kept).conns:
-            if op.active:
-                serve_accepted(self, op, conn)
-            else:
-                conn.close()            # the server closed meanwhile
 
     def _stop_serving(self, sock):
         """Stop accepting on sock and close it now (ServerAccept.stop)."""
@@ -1184,137 +1169,70 @@ cdef class RingLoop:
         return self.remove_watch(self.writers, fd)
 
     # ---- socket operations -----------------------------------------
-    # Each is one io_uring request (SEND may need several for a large
-    # buffer).  Cancelling the awaiting task cancels the request; the
-    # buffer stays held until the kernel's final completion.
+    # Receives, accepts and connects are made as the selector loop makes
+    # them: the socket module's call at once, and, only when it would
+    # block, a wait for readiness (one single-shot POLL_ADD on the ring,
+    # sockops.pyx's SocketPoll) and the call again.  The ring never takes
+    # bytes or a connection on behalf of a task: cancelling one at any
+    # await leaves everything in the socket, for a plain recv(), another
+    # process, ssl.wrap_socket() or the next sock_* call (docs/
+    # cancellation.md).  Sends go through the ring (sockops.pyx).
 
     async def sock_recv(self, sock, n):
-        """Receive up to n bytes from sock. Raises OSError on socket errors."""
-        cdef RecvOp op
+        """Receive up to n bytes from sock.  Raises OSError on socket
+        errors, as socket.recv() does; cancelling leaves the bytes in the
+        socket."""
+        cdef Py_ssize_t size, res
         check_sock(self, sock)
-        n = PyNumber_Index(n)
-        if n < 0:
+        if type(sock) is not socket.socket:
+            return await self._sock_call_when_ready(sock, POLLIN, sock.recv, n)
+        # A plain socket: recv(2) from C, as socket.recv() would make it,
+        # without raising BlockingIOError each time it would block.
+        size = PyNumber_Index(n)
+        if size < 0:
             raise ValueError("negative buffersize in recv")
-        fd = sock.fileno()
-        if result_unclaimed(self, fd):
-            await sleep0()
-        if self.recv_leftover:
-            data = take_leftover_data(self, fd, sock, n)
+        if size == 0:
+            return b''                  # (socket.recv(0) makes no call)
+        if size > UL_MAX_IO_LEN:
+            size = UL_MAX_IO_LEN        # the most one recv(2) returns
+        while True:
+            data = ul_recv_bytes(sock.fileno(), size, &res)
             if data is not None:
                 return data
-        if n == 0:
-            return b''
-        if n > UL_MAX_IO_LEN:
-            n = UL_MAX_IO_LEN       # the most one recv(2) returns
-        op = RecvOp.__new__(RecvOp)
-        op.data = PyBytes_FromStringAndSize(NULL, n)
-        op.size = n
-        fut = start(self, op, sock, fd)
-        self.recv_waiting[fd] = fut
-        try:
-            return await fut
-        except exceptions.CancelledError:
-            keep_cancelled_result(self, sock, fd, fut, KEEP_DATA, None)
-            raise
-        finally:
-            forget_waiting(self, fd, fut)
+            if res == 0:
+                return b''
+            if res != -EAGAIN:
+                raise convert_error(<int>res)
+            await wait_ready(self, sock, POLLIN)
 
     async def sock_recv_into(self, sock, buf):
-        """Receive into the writable buffer buf; return the byte count."""
-        cdef RecvIntoOp op
+        """Receive into the writable buffer buf; return the byte count.
+        Cancelling leaves the bytes in the socket."""
         check_sock(self, sock)
-        fd = sock.fileno()
-        if result_unclaimed(self, fd):
-            await sleep0()
-        op = RecvIntoOp.__new__(RecvIntoOp)
-        op.hold_buffer(buf, PyBUF_WRITABLE)
-        op.size = op.view.len
-        if self.recv_leftover:
-            data = take_leftover_data(self, fd, sock, op.size)
-            if data is not None:
-                memcpy(op.view.buf, <char *>data, len(data))
-                op.release_buffer()
-                return len(data)
-        if op.size == 0:
-            op.release_buffer()
-            return 0
-        fut = start(self, op, sock, fd)
-        self.recv_waiting[fd] = fut
-        try:
-            return await fut
-        except exceptions.CancelledError:
-            keep_cancelled_result(self, sock, fd, fut, KEEP_INTO, buf)
-            raise
-        finally:
-            forget_waiting(self, fd, fut)
+        return await self._sock_call_when_ready(sock, POLLIN, sock.recv_into, buf)
 
     async def sock_recvfrom(self, sock, bufsize):
-        """Receive a datagram of up to bufsize bytes: (data, address)."""
-        cdef RecvMsgOp op
+        """Receive a datagram of up to bufsize bytes: (data, address).
+        Cancelling leaves the datagram in the socket."""
         check_sock(self, sock)
-        bufsize = PyNumber_Index(bufsize)
-        if bufsize < 0:
-            raise ValueError("negative buffersize in recvfrom")
-        if sock.family not in ENCODED_FAMILIES:
-            return await self._sock_call_fallback(sock, False, sock.recvfrom, bufsize)
-        if result_unclaimed(self, sock.fileno()):
-            await sleep0()
-        if self.recv_leftover:
-            kept = take_leftover_datagram(self, sock.fileno(), sock)
-            if kept is not None:
-                return (kept[0][:bufsize], kept[1])   # truncated as recvfrom does
-        if bufsize > UL_MAX_IO_LEN:
-            bufsize = UL_MAX_IO_LEN
-        op = RecvMsgOp.__new__(RecvMsgOp)
-        op.data = PyBytes_FromStringAndSize(NULL, bufsize)
-        op.size = bufsize
-        fd = sock.fileno()
-        fut = start(self, op, sock, fd)
-        self.recv_waiting[fd] = fut
-        try:
-            return await fut
-        except exceptions.CancelledError:
-            keep_cancelled_result(self, sock, fd, fut, KEEP_DATAGRAM, None)
-            raise
-        finally:
-            forget_waiting(self, fd, fut)
+        return await self._sock_call_when_ready(sock, POLLIN, sock.recvfrom, bufsize)
 
     async def sock_recvfrom_into(self, sock, buf, nbytes=0):
-        """Receive a datagram into buf: (nbytes, address)."""
-        cdef RecvMsgOp op
+        """Receive a datagram into buf: (nbytes, address).  Cancelling
+        leaves the datagram in the socket."""
         check_sock(self, sock)
-        nbytes = PyNumber_Index(nbytes)
-        if sock.family not in ENCODED_FAMILIES:
-            return await self._sock_call_fallback(sock, False, sock.recvfrom_into,
-                                                  buf, nbytes)
-        op = RecvMsgOp.__new__(RecvMsgOp)
-        op.hold_buffer(buf, PyBUF_WRITABLE)
-        if nbytes < 0:
-            op.release_buffer()
-            raise ValueError("negative buffersize in recvfrom_into")
-        if nbytes > op.view.len:
-            op.release_buffer()
-            raise ValueError("nbytes is greater than the length of the buffer")
-        op.size = nbytes or op.view.len
-        if result_unclaimed(self, sock.fileno()):
-            await sleep0()
-        if self.recv_leftover:
-            kept = take_leftover_datagram(self, sock.fileno(), sock)
-            if kept is not None:
-                n = min(len(kept[0]), op.size)
-                memcpy(op.view.buf, <char *>kept[0], n)
-                op.release_buffer()
-                return (n, kept[1])
-        fd = sock.fileno()
-        fut = start(self, op, sock, fd)
-        self.recv_waiting[fd] = fut
-        try:
-            return await fut
-        except exceptions.CancelledError:
-            keep_cancelled_result(self, sock, fd, fut, KEEP_DATAGRAM_INTO, buf)
-            raise
-        finally:
-            forget_waiting(self, fd, fut)
+        if not nbytes:
+            nbytes = len(buf)
+        return await self._sock_call_when_ready(sock, POLLIN, sock.recvfrom_into,
+                                                buf, nbytes)
+
+    async def sock_accept(self, sock):
+        """Accept a connection: (conn, address), conn non-blocking.
+        Cancelling leaves the connection in the listening socket's queue."""
+        check_sock(self, sock)
+        conn, address = await self._sock_call_when_ready(sock, POLLIN, sock.accept)
+        conn.setblocking(False)
+        return conn, address
 
     async def sock_sendall(self, sock, data):
         """Send all of data. Raises OSError on socket errors; after a
@@ -1353,7 +1271,7 @@ cdef class RingLoop:
         cdef SendMsgOp op
         check_sock(self, sock)
         if sock.family not in ENCODED_FAMILIES:
-            return await self._sock_call_fallback(sock, True, sock.sendto, data, address)
+            return await self._sock_call_when_ready(sock, POLLOUT, sock.sendto, data, address)
         op = SendMsgOp.__new__(SendMsgOp)
         try:
             op.addrlen = sockaddr_from_py(sock.family, address, &op.addr)
@@ -1366,8 +1284,10 @@ cdef class RingLoop:
         return await start(self, op, sock, sock.fileno())
 
     async def sock_connect(self, sock, address):
-        """Connect sock to address (names are resolved first)."""
-        cdef ConnectOp op
+        """Connect sock to address (names are resolved first).  Raises what
+        connect(2) raises at once, as socket.connect() does, or -- for a
+        connection that completes later -- OSError(err, 'Connect call
+        failed ...') with the error the socket then holds."""
         check_sock(self, sock)
         if sock.family == socket.AF_INET or (
                 base_events._HAS_IPv6 and sock.family == socket.AF_INET6):
@@ -1375,59 +1295,28 @@ cdef class RingLoop:
                 address, family=sock.family, type=sock.type, proto=sock.proto,
                 loop=self)
             address = resolved[0][4]
-        op = ConnectOp.__new__(ConnectOp)
-        op.addrlen = sockaddr_from_py(sock.family, address, &op.addr)
-        op.address = address
-        fut = start(self, op, sock, sock.fileno())
-        # Start the handshake now, as the selector loops do (their connect()
-        # runs inside this call): a peer may wait for it synchronously.
-        self.ring.submit()
-        return await fut
-
-    async def sock_accept(self, sock):
-        """Accept a connection: (conn, address), conn non-blocking."""
-        cdef AcceptOp op
-        check_sock(self, sock)
-        fd = sock.fileno()
-        if result_unclaimed(self, fd):
-            await sleep0()
-        if self.recv_leftover:
-            kept = take_leftover_conn(self, fd, sock)
-            if kept is not None:
-                return kept
-        op = AcceptOp.__new__(AcceptOp)
-        fut = start(self, op, sock, fd)
-        self.recv_waiting[fd] = fut
         try:
-            return await fut
-        except exceptions.CancelledError:
-            keep_cancelled_result(self, sock, fd, fut, KEEP_CONN, None)
-            raise
-        finally:
-            forget_waiting(self, fd, fut)
+            # the handshake starts inside this call, as on the selector
+            # loop: a peer may wait for it synchronously
+            sock.connect(address)
+            return
+        except (BlockingIOError, InterruptedError):
+            pass
+        await wait_ready(self, sock, POLLOUT)
+        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err != 0:
+            raise OSError(err, f'Connect call failed {address}')
 
-    async def _sock_call_fallback(self, sock, bint writing, call, *args):
-        """The socket module's own call, made once the socket is ready: for
-        address families the ring layer does not encode (the selector
-        loop's way)."""
-        fd = sock.fileno()
+    async def _sock_call_when_ready(self, sock, unsigned mask, call, *args):
+        """call(*args) -- the socket module's own -- now and again each time
+        sock is ready for mask, until it no longer raises BlockingIOError;
+        its result.  Waiting takes nothing from the socket."""
         while True:
             try:
                 return call(*args)
             except (BlockingIOError, InterruptedError):
                 pass
-            fut = self.create_future()
-            if writing:
-                self.add_writer(fd, futures._set_result_unless_cancelled, fut, None)
-            else:
-                self.add_reader(fd, futures._set_result_unless_cancelled, fut, None)
-            try:
-                await fut
-            finally:
-                if writing:
-                    self.remove_writer(fd)
-                else:
-                    self.remove_reader(fd)
+            await wait_ready(self, sock, mask)
 
     async def _sendall_counted(self, sock, data, list progress):
         # sock_sendall that records in progress[0] how much was sent, also

@@ -1,21 +1,6 @@
 # Declarations of the sock_* operations (bodies in sockops.pyx).
 
 
-cdef enum:
-    KEEP_DATA
-    KEEP_INTO
-    KEEP_DATAGRAM
-    KEEP_DATAGRAM_INTO
-    KEEP_CONN
-
-
-cdef class LeftOver:
-    cdef object sock_ref
-    cdef bytearray data
-    cdef list conns
-    cdef list datagrams              # (bytes, address)
-
-
 cdef class SocketOperation(Operation):
     cdef object sock
     cdef int fd
@@ -29,19 +14,6 @@ cdef class SocketOperation(Operation):
     cdef bint should_retry(self, int32_t res)
 
 
-cdef class RecvOp(SocketOperation):
-    cdef bytes data
-    cdef Py_ssize_t size
-    cdef int arm(self) except -1
-    cdef int complete(self, int32_t res, uint32_t flags) except -1
-
-
-cdef class RecvIntoOp(SocketOperation):
-    cdef Py_ssize_t size
-    cdef int arm(self) except -1
-    cdef int complete(self, int32_t res, uint32_t flags) except -1
-
-
 cdef class SendAllOp(SocketOperation):
     cdef Py_ssize_t offset
     cdef bint counted                # in loop.sendalls_in_flight
@@ -50,27 +22,8 @@ cdef class SendAllOp(SocketOperation):
     cdef int complete(self, int32_t res, uint32_t flags) except -1
 
 
-cdef class AcceptOp(SocketOperation):
-    cdef sockaddr_storage addr
-    cdef socklen_t addrlen
-    cdef int arm(self) except -1
-    cdef int complete(self, int32_t res, uint32_t flags) except -1
-
-
-cdef class ConnectOp(SocketOperation):
-    cdef sockaddr_storage addr
-    cdef socklen_t addrlen
-    cdef object address
-    cdef int arm(self) except -1
-    cdef int complete(self, int32_t res, uint32_t flags) except -1
-
-
-cdef class RecvMsgOp(SocketOperation):
-    cdef msghdr msg
-    cdef iovec iov
-    cdef sockaddr_storage addr
-    cdef bytes data          # None for recvfrom_into
-    cdef Py_ssize_t size
+cdef class SocketPoll(SocketOperation):
+    cdef unsigned mask
     cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1
 

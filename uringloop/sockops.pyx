@@ -1,5 +1,15 @@
 # The sock_* operations: one Operation subclass per io_uring request kind.
 # Included by core.pyx.
+#
+# Receives, accepts and connects are not requests of their own: the loop
+# makes the socket module's call, and only when it would block waits for
+# readiness with a SocketPoll, then calls again (RingLoop.sock_recv and the
+# others).  A RECV or ACCEPT in the ring takes the bytes or the connection
+# before the task that asked for them resumes; if that task is cancelled
+# meanwhile, they exist only in the loop, and nobody else using the socket
+# -- a plain recv(), ssl.wrap_socket(), another process -- gets them (0 of
+# 200 streams intact, where the stdlib leaves every byte in the socket).
+# A poll takes nothing: a cancel at any await leaves the socket as it was.
 
 cdef extern from "<sys/socket.h>":
     int MSG_NOSIGNAL
@@ -134,170 +144,6 @@ cdef object sockaddr_to_py(sockaddr_storage *ss, socklen_t addrlen):
     return other_sockaddr_to_py(family, (<char *>ss)[:addrlen])
 
 
-cdef class LeftOver:
-    """What arrived for a receive or accept whose waiter went away, kept for
-    whoever uses the same socket next: the next sock_* call, or a transport
-    or server made from the socket (they deliver it first, in order).
-
-    Two ways a result lands here: the future was already cancelled when the
-    kernel's completion was reaped (Operation.waiter_gone), or the future
-    held the result but its task was cancelled before it resumed
-    (asyncio.wait_for, TaskGroup, gather cancelling a sibling): the sock_*
-    coroutine catches that CancelledError and puts the result back."""
-
-
-def _forget_leftover(dict store, int fd, object ref):
-    # The socket object is gone: drop what was kept for it, and close the
-    # connections nobody can accept any more.
-    cdef LeftOver lo = store.get(fd)
-    if lo is not None and lo.sock_ref is ref:
-        del store[fd]
-        for conn, _ in lo.conns:
-            conn.close()
-
-
-cdef inline LeftOver kept_for(RingLoop loop, int fd, object sock):
-    """What is kept for sock (under its fd), or None: an entry left under
-    the same fd number by another, closed socket is not sock's."""
-    cdef LeftOver lo = loop.recv_leftover.get(fd)
-    if lo is not None and lo.sock_ref() is not sock:
-        return None
-    return lo
-
-
-cdef LeftOver leftover_for(RingLoop loop, int fd, object sock):
-    cdef LeftOver lo = kept_for(loop, fd, sock)
-    if lo is None:
-        lo = LeftOver.__new__(LeftOver)
-        store = loop.recv_leftover
-        lo.sock_ref = weakref.ref(sock, lambda ref: _forget_leftover(store, fd, ref))
-        lo.data = bytearray()
-        lo.conns = []
-        lo.datagrams = []
-        loop.recv_leftover[fd] = lo
-    return lo
-
-
-cdef inline void drop_if_empty(RingLoop loop, int fd, LeftOver lo):
-    if not lo.data and not lo.conns and not lo.datagrams:
-        del loop.recv_leftover[fd]
-
-
-cdef object take_leftover_datagram(RingLoop loop, int fd, object sock):
-    """(data, address) of a datagram kept from a cancelled receive, or None."""
-    cdef LeftOver lo = kept_for(loop, fd, sock)
-    if lo is None or not lo.datagrams:
-        return None
-    item = lo.datagrams.pop(0)
-    drop_if_empty(loop, fd, lo)
-    return item
-
-
-cdef object take_leftover_conn(RingLoop loop, int fd, object sock):
-    """(conn, address) of a connection kept from a cancelled accept, or None."""
-    cdef LeftOver lo = kept_for(loop, fd, sock)
-    if lo is None or not lo.conns:
-        return None
-    item = lo.conns.pop(0)
-    drop_if_empty(loop, fd, lo)
-    return item
-
-
-cdef object take_leftover_data(RingLoop loop, int fd, object sock, Py_ssize_t n):
-    cdef LeftOver lo = kept_for(loop, fd, sock)
-    if lo is None or not lo.data:
-        return None
-    data = bytes(lo.data[:n])
-    del lo.data[:n]
-    drop_if_empty(loop, fd, lo)
-    return data
-
-
-cdef LeftOver take_all_leftover(RingLoop loop, object sock):
-    """Everything kept for sock (a transport or server made from it takes
-    it over), or None."""
-    cdef LeftOver lo
-    if not loop.recv_leftover:
-        return None
-    fd = sock.fileno()
-    lo = kept_for(loop, fd, sock)
-    if lo is None:
-        return None
-    del loop.recv_leftover[fd]
-    return lo
-
-
-cdef inline bint result_unclaimed(RingLoop loop, int fd):
-    """The latest receive on fd has its result, and its task has not
-    resumed yet: if that task was cancelled meanwhile, it keeps the result
-    for the next receive when it resumes (keep_cancelled_result).  A
-    receive started now waits one iteration for that, or it would be armed
-    in the kernel behind a result that never reaches it (uvloop's
-    test_sock_send_before_cancel, once the byte reached the first receive;
-    the stdlib loses the result here)."""
-    if not loop.recv_waiting:
-        return False
-    fut = loop.recv_waiting.get(fd)
-    return fut is not None and fut.done()
-
-
-cdef int take_kept_after_claims(RingLoop loop, int fd, object take,
-                                tuple args) except -1:
-    """take(*args) takes what cancelled receives kept for fd (a transport
-    or server made from the socket): now, or -- while a cancelled task has
-    yet to keep what its receive got -- in a callback queued behind that
-    task's wake-up."""
-    if result_unclaimed(loop, fd):
-        loop.call_soon(take, *args)
-    else:
-        take(*args)
-    return 0
-
-
-cdef inline int forget_waiting(RingLoop loop, int fd, object fut) except -1:
-    """fut's task has resumed: its receive is no longer the one to wait for."""
-    if loop.recv_waiting.get(fd) is fut:
-        del loop.recv_waiting[fd]
-    return 0
-
-
-_asyncio_sleep = asyncio.sleep     # (taken at import: test suites patch it)
-
-
-async def sleep0():
-    """Let the callbacks already scheduled run first: one iteration."""
-    await _asyncio_sleep(0)
-
-
-cdef int keep_cancelled_result(RingLoop loop, object sock, int fd, object fut,
-                               int kind, object buf) except -1:
-    """The task awaiting fut was cancelled after the kernel had delivered
-    fut's result: put the result back in front of what is kept for sock.
-    kind: KEEP_DATA (bytes), KEEP_INTO (a count of bytes in buf),
-    KEEP_DATAGRAM ((bytes, address)), KEEP_DATAGRAM_INTO ((count, address)
-    in buf), KEEP_CONN ((conn, address))."""
-    if not fut.done() or fut.cancelled():
-        # its request may have completed in the ring meanwhile: what it
-        # took is kept (in order) before this task's next receive
-        loop.dispatch_ahead(fd)
-        return 0
-    if fut.exception() is not None:
-        return 0
-    result = fut.result()
-    if kind == KEEP_INTO:
-        result = bytes(memoryview(buf).cast('B')[:result])
-    elif kind == KEEP_DATAGRAM_INTO:
-        result = (bytes(memoryview(buf).cast('B')[:result[0]]), result[1])
-    if kind == KEEP_DATA or kind == KEEP_INTO:
-        if result:
-            leftover_for(loop, fd, sock).data[0:0] = result
-    elif kind == KEEP_CONN:
-        leftover_for(loop, fd, sock).conns.insert(0, result)
-    else:
-        leftover_for(loop, fd, sock).datagrams.insert(0, result)
-    return 0
-
-
 cdef class SocketOperation(Operation):
 
     cdef int hold_buffer(self, object buf, int flags) except -1:
@@ -346,44 +192,6 @@ cdef class SocketOperation(Operation):
 
 
 @cython.final
-cdef class RecvOp(SocketOperation):
-
-    cdef int arm(self) except -1:
-        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
-        ul_prep_recv(sqe, self.fd, PyBytes_AS_STRING(self.data), <size_t>self.size, 0)
-        return 0
-
-    cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if self.should_retry(res):
-            return self.arm()
-        if res < 0:
-            return self.fail(res)
-        data = self.data if res == self.size else self.data[:res]
-        self.data = None
-        if self.waiter_gone():
-            if res > 0:
-                leftover_for(self.loop, self.fd, self.sock).data.extend(data)
-        else:
-            self.future.set_result(data)
-        return 0
-
-
-@cython.final
-cdef class RecvIntoOp(SocketOperation):
-
-    cdef int arm(self) except -1:
-        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
-        ul_prep_recv(sqe, self.fd, self.view.buf, <size_t>self.size, 0)
-        return 0
-
-    cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if res > 0 and self.waiter_gone():
-            leftover_for(self.loop, self.fd, self.sock).data.extend(
-                PyBytes_FromStringAndSize(<char *>self.view.buf, res))
-        return self.finish_with_count(res)
-
-
-@cython.final
 cdef class SendAllOp(SocketOperation):
     # While one is in flight the loop's sock_sendall() does not try send(2)
     # first: those bytes could overtake the ones the kernel still holds
@@ -417,105 +225,34 @@ cdef class SendAllOp(SocketOperation):
 
 
 @cython.final
-cdef class AcceptOp(SocketOperation):
+cdef class SocketPoll(SocketOperation):
+    """One single-shot POLL_ADD: the socket is ready for `mask`.  The sock_*
+    call waiting on it then makes the system call itself, so a cancelled
+    wait consumes nothing."""
 
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
-        self.addrlen = sizeof(sockaddr_storage)
-        ul_prep_accept(sqe, self.fd, <sockaddr *>&self.addr, &self.addrlen,
-                       socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+        ul_prep_poll_add(sqe, self.fd, self.mask)
         return 0
 
-    cdef int drained(self, int32_t res, uint32_t flags) except -1:
-        if res >= 0:
-            close(res)          # accepted as the loop closed: nobody takes it
-        return self.release()
-
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if self.should_retry(res):
-            return self.arm()
         if res < 0:
             return self.fail(res)
-        sock = self.sock
-        conn = socket.socket(sock.family, sock.type, sock.proto, fileno=res)
-        conn.setblocking(False)
-        address = sockaddr_to_py(&self.addr, self.addrlen)
-        if self.waiter_gone():
-            leftover_for(self.loop, self.fd, sock).conns.append((conn, address))
-        else:
-            self.future.set_result((conn, address))
-        return 0
-
-
-@cython.final
-cdef class ConnectOp(SocketOperation):
-
-    cdef int arm(self) except -1:
-        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
-        ul_prep_connect(sqe, self.fd, <sockaddr *>&self.addr, self.addrlen)
-        return 0
-
-    cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if self.should_retry(res):
-            return self.arm()
-        if self.waiter_gone():
-            return 0
-        if res < 0:
-            if res == -ECANCELED:
-                return self.fail(res)
-            self.future.set_exception(
-                OSError(-res, f'Connect call failed {self.address}'))
-        else:
+        if not self.waiter_gone():
             self.future.set_result(None)
         return 0
 
 
-@cython.final
-cdef class RecvMsgOp(SocketOperation):
-    """recvfrom / recvfrom_into: RECVMSG with room for the sender address."""
-
-    cdef int arm(self) except -1:
-        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
-        if self.data is not None:
-            self.iov.iov_base = PyBytes_AS_STRING(self.data)
-        else:
-            self.iov.iov_base = self.view.buf
-        self.iov.iov_len = <size_t>self.size
-        self.msg.msg_name = &self.addr
-        self.msg.msg_namelen = sizeof(sockaddr_storage)
-        self.msg.msg_iov = &self.iov
-        self.msg.msg_iovlen = 1
-        self.msg.msg_control = NULL
-        self.msg.msg_controllen = 0
-        self.msg.msg_flags = 0
-        ul_prep_recvmsg(sqe, self.fd, &self.msg, 0)
-        return 0
-
-    cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if self.should_retry(res):
-            return self.arm()
-        if res >= 0 and self.waiter_gone():
-            # the waiter was cancelled as the datagram arrived: keep it for
-            # the next sock_recvfrom*() on this socket
-            if self.data is not None:
-                data = self.data[:res]
-            else:
-                data = PyBytes_FromStringAndSize(<char *>self.view.buf, res)
-            leftover_for(self.loop, self.fd, self.sock).datagrams.append(
-                (data, sockaddr_to_py(&self.addr, self.msg.msg_namelen)))
-        self.release_buffer()
-        if res < 0:
-            return self.fail(res)
-        if self.waiter_gone():
-            return 0
-        address = sockaddr_to_py(&self.addr, self.msg.msg_namelen)
-        if self.data is not None:
-            data = self.data if res == self.size else self.data[:res]
-            self.data = None
-            self.future.set_result((data, address))
-        else:
-            self.future.set_result((res, address))
-        return 0
+cdef object wait_ready(RingLoop loop, object sock, unsigned mask):
+    """A future resolved once sock is ready for mask (POLLIN, POLLOUT);
+    cancelling it cancels the poll.  As the selector loop does before it
+    waits, refuses a socket a transport uses (RuntimeError)."""
+    cdef SocketPoll op = SocketPoll.__new__(SocketPoll)
+    fd = sock.fileno()
+    if loop._transports:
+        loop._ensure_fd_no_transport(fd)
+    op.mask = mask
+    return start(loop, op, sock, fd)
 
 
 @cython.final

@@ -169,13 +169,6 @@ cdef class DatagramTransport(BaseTransport):
             self.loop.call_soon(self._deliver_kept, kept)
         self.loop.call_soon(self._start_reading_cb)
 
-    def _take_kept_then_read(self):
-        """Datagrams a cancelled sock_recvfrom*() took come first."""
-        kept = take_all_leftover(self.loop, self.sock)
-        if kept is not None and (<LeftOver>kept).datagrams:
-            self.loop.call_soon(self._deliver_kept, (<LeftOver>kept).datagrams)
-        self.loop.call_soon(self._start_reading_cb)
-
     def _deliver_kept(self, list datagrams):
         for data, addr in datagrams:
             if self.closing or not self.deliver(data, addr):
@@ -705,7 +698,7 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.recv_op.transport = tr
     tr.register()
     loop.call_soon(protocol.connection_made, tr)
-    take_kept_after_claims(loop, tr.fd, tr._take_kept_then_read, ())
+    loop.call_soon(tr._start_reading_cb)
     if waiter is not None:
         loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
     return tr

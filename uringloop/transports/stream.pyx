@@ -604,15 +604,6 @@ cdef class StreamTransport(BaseTransport):
         self.protocol_connected = True
         self.buffered_protocol = buffered
 
-    def _take_kept_then_read(self):
-        """Bytes a cancelled sock_recv*() took from this socket come first."""
-        kept = take_all_leftover(self.loop, self.sock)
-        if kept is not None and (<LeftOver>kept).data:
-            self.keep(bytes((<LeftOver>kept).data), len((<LeftOver>kept).data))
-            self.loop.call_soon(self._deliver_paused)
-        else:
-            self.loop.call_soon(self._start_reading_cb)
-
     def _start_reading_cb(self):
         self.start_reading()
 
@@ -1183,7 +1174,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
         else:
             server._attach()
     loop.call_soon(protocol.connection_made, tr)
-    take_kept_after_claims(loop, tr.fd, tr._take_kept_then_read, ())
+    loop.call_soon(tr._start_reading_cb)
     if waiter is not None:
         loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
     return tr
