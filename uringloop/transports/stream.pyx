@@ -90,6 +90,9 @@ cdef Py_ssize_t DIRECT_SEND_FROM = 32 * 1024
 # 2.04x at 256 KiB against no limit; 32 and 64 KiB were slower than 128,
 # 256 KiB no faster.
 cdef Py_ssize_t SEND_BATCH_BYTES = 128 * 1024
+# The stdlib's writelines() joins the items on 3.11 and makes a memoryview
+# of each from 3.12 on: the TypeError of a bad item is the one it raises.
+cdef bint STDLIB_JOINS_WRITELINES = sys.version_info < (3, 12)
 
 cdef extern from *:
     """
@@ -662,12 +665,15 @@ cdef class StreamTransport(BaseTransport):
     def writelines(self, list_of_data):
         """Queue each buffer of the iterable; they leave in one SENDMSG.
         All or nothing, as on the stdlib loop: an item that is not
-        bytes-like raises TypeError before any item is queued."""
+        bytes-like raises the stdlib's TypeError before any item is
+        queued; any object with the buffer interface is taken."""
         items = list(list_of_data)
-        for data in items:
+        for i in range(len(items)):
+            data = items[i]
             if not isinstance(data, (bytes, bytearray, memoryview)):
-                raise TypeError(f'data argument must be a bytes-like object, '
-                                f'not {type(data).__name__!r}')
+                if STDLIB_JOINS_WRITELINES:
+                    b''.join(items)     # 3.11's check, and its TypeError
+                items[i] = memoryview(data)     # 3.12's, and its TypeError
         for data in items:
             self.write(data)
 
