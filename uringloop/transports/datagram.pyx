@@ -164,15 +164,23 @@ cdef class DatagramTransport(BaseTransport):
         if self.closing or not self.reading_paused:
             return
         self.reading_paused = False
-        if self.paused_datagrams:
-            kept, self.paused_datagrams = self.paused_datagrams, []
-            self.loop.call_soon(self._deliver_kept, kept)
-        self.loop.call_soon(self._start_reading_cb)
+        self.loop.call_soon(self._deliver_paused)
 
-    def _deliver_kept(self, list datagrams):
-        for data, addr in datagrams:
-            if self.closing or not self.deliver(data, addr):
-                return
+    def _deliver_paused(self):
+        """Hand over what arrived as reading was paused, oldest first, then
+        read again -- unless reading was paused again meanwhile (also by
+        datagram_received() itself): no datagram_received() while paused."""
+        try:
+            while self.paused_datagrams and not self.reading_paused and not self.closing:
+                data, addr = self.paused_datagrams.pop(0)
+                if not self.deliver(data, addr):
+                    return
+        except BaseException:
+            # datagram_received() raised KeyboardInterrupt or SystemExit: the
+            # rest is delivered when the loop runs again
+            self.loop.call_soon(self._deliver_paused)
+            raise
+        self.start_reading()
 
     cdef bint deliver(self, object data, object addr) except -1:
         """datagram_received(); False when it raised (the transport is then
@@ -193,18 +201,22 @@ cdef class DatagramTransport(BaseTransport):
             self.op_finished()
         if self.closing:
             return 0
-        if res >= 0 and self.reading_paused:
-            # posted before the cancel reached the kernel: keep it, in order
-            self.paused_datagrams.append((data, addr))
-        elif res >= 0:
-            if not self.deliver(data, addr):
-                return 0
-        elif res == -ECANCELED:
-            pass        # paused (resume_reading() may have come since)
-        elif res != -ENOBUFS:
-            self.protocol.error_received(convert_error(res))
-        if final:
-            self.start_reading()
+        try:
+            if res >= 0 and (self.reading_paused or self.paused_datagrams):
+                # posted before the cancel reached the kernel, or behind
+                # datagrams kept so: keep it, in order
+                self.paused_datagrams.append((data, addr))
+            elif res >= 0:
+                self.deliver(data, addr)
+            elif res == -ECANCELED:
+                pass        # paused (resume_reading() may have come since)
+            elif res != -ENOBUFS:
+                self.protocol.error_received(convert_error(res))
+        finally:
+            if final:
+                # armed again whatever datagram_received() raised (nothing
+                # is armed once closing or paused)
+                self.start_reading()
         return 0
 
     # ---- sending ------------------------------------------------------

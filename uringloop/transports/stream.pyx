@@ -172,11 +172,14 @@ cdef class StreamRecv(Operation):
             ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
         if self.view != NULL:
             if res > 0:
-                if self.view_protocol is tr.protocol:
+                if (self.view_protocol is tr.protocol and not tr.reading_paused
+                        and not tr.paused_data):
                     direct = True       # the data is in the protocol's buffer
                 else:
                     # the protocol was replaced meanwhile (start_tls): the
-                    # data belongs to the new one
+                    # data belongs to the new one; or reading was paused
+                    # before the cancel reached the kernel: the data waits
+                    # for resume_reading() (no buffer_updated() while paused)
                     data = PyBytes_FromStringAndSize(<char *>self.view.buf, res)
             self.view_protocol = None
             self.release()
@@ -314,12 +317,18 @@ cdef class StreamTransport(BaseTransport):
     cdef int poll_completed(self, int32_t res, uint32_t flags) except -1:
         self.recv_armed = False
         self.op_finished()
-        if res > 0:
-            self.read_direct()
-        elif res != -ECANCELED and not self.closing and not self.conn_lost:
-            self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
-            return 0
-        return self.start_reading()
+        try:
+            if res > 0:
+                self.read_direct()
+            elif res != -ECANCELED and not self.closing and not self.conn_lost:
+                self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
+        finally:
+            # armed again whatever data_received() raised: a KeyboardInterrupt
+            # leaves the loop, and whoever runs it again gets the rest, as
+            # from the selector loop's reader (start_reading() arms nothing
+            # once closing, paused or at EOF)
+            self.start_reading()
+        return 0
 
     cdef int read_direct(self) except -1:
         """Read what the socket holds (see the header): each recv(2) into
@@ -394,46 +403,51 @@ cdef class StreamTransport(BaseTransport):
         if final:
             self.recv_armed = False
             self.op_finished()
-        if res > 0:
-            if self.conn_lost:
-                return 0
-            if direct:
-                self.bytes_received += res
-                try:
-                    self.protocol.buffer_updated(res)
-                except (SystemExit, KeyboardInterrupt):
-                    raise
-                except BaseException as exc:
-                    self.fatal_error(exc, 'Fatal error: protocol.buffer_updated() call failed.')
+        try:
+            if res > 0:
+                if self.conn_lost:
                     return 0
+                if direct:
+                    self.bytes_received += res
+                    try:
+                        self.protocol.buffer_updated(res)
+                    except (SystemExit, KeyboardInterrupt):
+                        raise
+                    except BaseException as exc:
+                        self.fatal_error(exc, 'Fatal error: protocol.buffer_updated() call failed.')
+                        return 0
+                else:
+                    self.received(data, res)
+                    if (res >= DIRECT_FROM and not self.direct_wanted and not self.zc_rx
+                            and (flags & IORING_CQE_F_BUFFER)):
+                        # large reads: recv(2) into bytes from now on (header)
+                        self.direct_wanted = True
+                        self.direct_switches += 1
+                        if not final:
+                            self.stop_reading()
+            elif res == 0:
+                return self.received_eof()
+            elif res == -ECANCELED or res == -ENOBUFS:
+                pass        # paused or closing; or the buffer ring ran dry
+            elif self.closing:
+                return 0
+            elif self.reading_paused or self.paused_data:
+                # The RECV stays armed while paused (pause_reading); the
+                # selector loop reads nothing then, and meets the error when
+                # reading resumes, after the data before it: so does this one.
+                # (sendfile pauses reading, and its send must be the one that
+                # reports a peer's reset, with the transport still open.)
+                self.error_pending = convert_error(res)
+                return 0
             else:
-                self.received(data, res)
-                if (res >= DIRECT_FROM and not self.direct_wanted and not self.zc_rx
-                        and (flags & IORING_CQE_F_BUFFER)):
-                    # large reads: recv(2) into bytes from now on (header)
-                    self.direct_wanted = True
-                    self.direct_switches += 1
-                    if not final:
-                        self.stop_reading()
-        elif res == 0:
-            return self.received_eof()
-        elif res == -ECANCELED or res == -ENOBUFS:
-            pass        # paused or closing; or the buffer ring ran dry
-        elif self.closing:
-            return 0
-        elif self.reading_paused or self.paused_data:
-            # The RECV stays armed while paused (pause_reading); the
-            # selector loop reads nothing then, and meets the error when
-            # reading resumes, after the data before it: so does this one.
-            # (sendfile pauses reading, and its send must be the one that
-            # reports a peer's reset, with the transport still open.)
-            self.error_pending = convert_error(res)
-            return 0
-        else:
-            self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
-            return 0
-        if final:
-            self.start_reading()
+                self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
+                return 0
+        finally:
+            if final:
+                # armed again whatever a protocol callback raised (see
+                # poll_completed); nothing is armed once closing, paused,
+                # at EOF or with an error pending
+                self.start_reading()
         return 0
 
     # -- what its ZeroCopyReceive (zcrx.pyx) tells the transport -----------
@@ -542,10 +556,16 @@ cdef class StreamTransport(BaseTransport):
         return 0
 
     def _deliver_paused(self):
-        while self.paused_data and not self.reading_paused and not self.conn_lost:
-            data = self.paused_data.pop(0)
-            self.paused_bytes -= len(data)
-            self.deliver(data)
+        try:
+            while self.paused_data and not self.reading_paused and not self.conn_lost:
+                data = self.paused_data.pop(0)
+                self.paused_bytes -= len(data)
+                self.deliver(data)
+        except BaseException:
+            # data_received() raised KeyboardInterrupt or SystemExit: the
+            # rest is delivered when the loop runs again
+            self.loop.call_soon(self._deliver_paused)
+            raise
         if self.reading_paused or self.conn_lost:
             return
         if self.error_pending is not None:
