@@ -459,3 +459,28 @@ def test_a_keyboard_interrupt_in_datagram_received_leaves_reading_on(any_loop):
     peer.close()
     loop.run_until_complete(asyncio.sleep(0))
     assert (got, interrupts) == (20, 2)
+
+
+# ---- nothing written after close() goes out -------------------------------
+
+@pytest.mark.parametrize("queued", [False, True])
+def test_what_is_written_after_close_goes_out_as_on_the_stdlib(any_loop, queued):
+    """write(); close(); write(): the stdlib's first write leaves inside
+    write(), close() finds nothing queued and the transport is lost, so the
+    later write is dropped.  With data still queued at close() (more than
+    the socket takes), a later write is queued behind it and sent."""
+    loop = any_loop
+    first = b"x" * (8 << 20 if queued else 10)
+
+    async def main():
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        tr, _ = await loop.create_connection(asyncio.Protocol, sock=a)
+        tr.write(first)
+        tr.close()
+        tr.write(b"AFTER-CLOSE")
+        got = await recv_until_eof(loop, b, 1 << 20, timeout=10)
+        b.close()
+        return got
+    got = loop.run_until_complete(main())
+    assert got == first + (b"AFTER-CLOSE" if queued else b"")

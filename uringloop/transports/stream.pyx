@@ -1069,9 +1069,23 @@ cdef class StreamTransport(BaseTransport):
     # -- closing ------------------------------------------------------------
 
     def close(self):
-        """Stop reading; send what is queued, then call connection_lost."""
+        """Stop reading; send what is queued, then call connection_lost.
+        What is written after close() is sent only if data was still
+        queued when it was called, as on the selector loop: else it is
+        dropped."""
         if self.closing or self.closed_with_loop():
             return
+        if self.send_owed and self.socket_holds_fd():
+            # The selector loop's write() sent this at once, and its close()
+            # finds in the buffer only what the socket did not take: the
+            # same here, so that a write() after close() is dropped or sent
+            # as it would be there (SSLProtocol's close_notify after a
+            # close() with data still queued is sent, a stray write after a
+            # close() with nothing queued is not).
+            error = self.send_owed_now()
+            if error is not None:
+                self.fatal_error(error, 'Fatal write error on socket transport')
+                return
         self.closing = True
         self.stop_reading()
         if not self.write_queue and not self.send_armed:
@@ -1080,8 +1094,8 @@ cdef class StreamTransport(BaseTransport):
 
     cdef int force_close(self, object exc) except -1:
         cdef object send_error = None
-        if (self.send_owed and self.write_queue and not self.conn_lost
-                and not self.closed_with_loop() and self.socket_holds_fd()):
+        if (self.send_owed and not self.conn_lost and not self.closed_with_loop()
+                and self.socket_holds_fd()):
             send_error = self.send_owed_now()
         # The selector loop's write() met that error first and closed with
         # it: connection_lost() gets it, unless a fatal error came first.
@@ -1121,24 +1135,37 @@ cdef class StreamTransport(BaseTransport):
         return 0
 
     cdef object send_owed_now(self):
-        """abort() (or a fatal error) before the loop's next enter, with
-        writes whose request is not yet written (schedule_send): the
+        """close(), abort() or a fatal error before the loop's next enter,
+        with writes whose request is not yet written (schedule_send): the
         selector loop sent them inside write(), so they leave now with
-        send(2), as far as the socket takes them, and only the rest is
-        lost, as there (aiohttp writes a response and aborts).  Plain
-        chunks only, in order: a zero-copy chunk stops it.  Returns the
-        error send(2) gave (the peer reset the connection), or None."""
-        cdef Py_ssize_t offset = self.head_offset, left, sent
-        for chunk in self.write_queue:
+        send(2), as far as the socket takes them, and leave the queue;
+        the rest stays queued (close() sends it, abort() drops it, as
+        there: aiohttp writes a response and aborts).  Plain chunks only,
+        in order: a zero-copy chunk stops it.  Returns the error send(2)
+        gave (the peer reset the connection), or None."""
+        cdef Py_ssize_t left, sent
+        while self.write_queue:
+            chunk = self.write_queue[0]
             if type(chunk) is not bytes:
                 break
-            left = len(<bytes>chunk) - offset
-            sent = ul_send_now(self.fd, PyBytes_AS_STRING(chunk) + offset, left)
-            if sent < 0 and sent != -EAGAIN:
-                return convert_error(<int>sent)
-            if sent != left:
+            left = len(<bytes>chunk) - self.head_offset
+            sent = ul_send_now(self.fd, PyBytes_AS_STRING(chunk) + self.head_offset, left)
+            if sent < 0:
+                if sent != -EAGAIN:
+                    return convert_error(<int>sent)
                 break
-            offset = 0
+            self.zc.plain_bytes += sent
+            self.write_buffer_size -= sent
+            if sent != left:
+                self.head_offset += sent
+                break
+            self.head_offset = 0
+            self.send_op.queue_popleft()
+        if not self.write_queue:
+            # nothing left for the owed request: flush_send() skips it
+            self.send_owed = False
+            self.send_armed = False
+            self.give_back_sender()
         return None
 
     def _call_connection_lost(self, exc):
