@@ -4,6 +4,8 @@ the error a failed call carries, what a closed loop still holds.  Each
 test runs one scenario on uringloop and on asyncio.SelectorEventLoop
 (`any_loop`) and expects the stdlib's outcome on both."""
 import asyncio
+import gc
+import os
 import socket
 import threading
 import time
@@ -484,3 +486,44 @@ def test_what_is_written_after_close_goes_out_as_on_the_stdlib(any_loop, queued)
         return got
     got = loop.run_until_complete(main())
     assert got == first + (b"AFTER-CLOSE" if queued else b"")
+
+
+# ---- a closed loop holds nothing -------------------------------------------
+
+@pytest.mark.loop_errors_expected       # "Task was destroyed but it is pending!"
+def test_a_closed_loop_keeps_no_socket_open(any_loop):
+    """100 sock_recv() tasks left waiting and 50 transports with sends the
+    peer never reads (on uringloop, zero-copy ones too), the loop closed, then the tasks, transports and the
+    peers' sockets dropped: once collected, no descriptor is left open,
+    whether the closed loop object is still referenced or not (98 of 100
+    sockets stayed open while it was)."""
+    loop = any_loop
+
+    def open_fds():
+        return len(os.listdir("/proc/self/fd"))
+
+    async def main():
+        pairs = [socket.socketpair() for _ in range(100)]
+        for a, _ in pairs:
+            a.setblocking(False)
+        tasks = [loop.create_task(loop.sock_recv(a, 100)) for a, _ in pairs]
+        transports = []
+        for i in range(50):
+            mine, peer = socket.socketpair()
+            tr, _ = await loop.create_connection(asyncio.Protocol, sock=mine)
+            tr.write(bytes(1 << 20))        # more than the socket takes
+            if i % 2 and isinstance(loop, uringloop.Loop):
+                for _ in range(4):
+                    tr.write_zerocopy(bytearray(256 * 1024))
+            transports.append((tr, peer))
+        await asyncio.sleep(0.01)
+        return pairs, tasks, transports
+
+    before = open_fds()
+    made = loop.run_until_complete(main())
+    loop.close()
+    for _, peer in made[0] + made[2]:
+        peer.close()
+    del made
+    gc.collect()
+    assert open_fds() - before <= 0

@@ -1441,6 +1441,9 @@ cdef class RingLoop:
                 logger.warning('uringloop: %d io_uring requests still in '
                                'flight at close; their buffers are kept', kept)
         finally:
+            # sends owed by transports will never be written: a closed loop
+            # holds no transport (nor, through it, the user's socket)
+            self.send_flushes = []
             if self.buffer_pool is not None:
                 self.buffer_pool.close()
             if self.recv_buffers_ready and not kept:
