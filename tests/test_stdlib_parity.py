@@ -412,7 +412,7 @@ def test_callbacks_queued_before_the_io_run_ahead_of_its_callbacks(any_loop):
 
 def test_cancelled_receive_whose_result_waits_in_the_ring_keeps_the_order(any_loop):
     """A sock_recv cancelled in the iteration its bytes arrived, while
-    callbacks were ready (so the kernel's answer waits in the ring), and
+    callbacks were ready (so its readiness report waits in the ring), and
     the task receives again at once: the bytes still come in order."""
     loop = any_loop
 

@@ -121,7 +121,7 @@ cdef class RingLoop:
     cdef int reap(self, unsigned limit=*) except -1
     cdef int end_unconsumed(self) except -1
     cdef int reap_after_enter(self, unsigned held) except -1
-    cdef int dispatch_ahead(self, int fd, object owner=*) except -1
+    cdef int dispatch_ahead(self, int which, object owner=*) except -1
     cdef int settle(self, object owner) except -1
     cdef bint hand_over_now(self) except -1
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1

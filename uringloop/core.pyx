@@ -33,9 +33,10 @@ Ownership: the user_data of an SQE is a borrowed pointer to an Operation that
 holds one extra reference for as long as the kernel may post a CQE for it (to
 the CQE without IORING_CQE_F_MORE).  The Operation holds the buffers the
 kernel reads or writes.  Cancelling the future that waits on an operation
-sends IORING_OP_ASYNC_CANCEL and still waits for the real completion; data
-that arrives for a cancelled receive is kept and returned by the next receive
-on that socket, so no byte is lost.  Loop.close() cancels everything in flight
+sends IORING_OP_ASYNC_CANCEL and still waits for the real completion.  The
+sock_* receives and accepts never put a RECV or ACCEPT in the ring: they wait
+for readiness with a POLL and then make the call, so a cancelled one has taken
+nothing from the socket (sockops.pyx).  Loop.close() cancels everything in flight
 and reaps until the kernel has let go, before the ring is unmapped.
 
 The rest of asyncio.AbstractEventLoop (timers, handles, executors, exception
@@ -246,8 +247,7 @@ def _spin_ns():
 
 # reap(): no limit on the completions dispatched
 cdef unsigned REAP_ALL = 0xffffffff
-# dispatch_ahead(): the stream sends, or one transport's requests, rather
-# than one socket's requests
+# dispatch_ahead(): the sends, or one transport's requests
 cdef int SENDS_AHEAD = -1
 cdef int OWNER_AHEAD = -2
 cdef double MAXIMUM_TIMEOUT = 24 * 3600.0
@@ -655,18 +655,14 @@ cdef class RingLoop:
                 self.dispatch(<Operation><PyObject *><uintptr_t>c.user_data, c.res, c.flags)
         return 0
 
-    cdef int dispatch_ahead(self, int fd, object owner=None) except -1:
+    cdef int dispatch_ahead(self, int which, object owner=None) except -1:
         """Dispatch now, ahead of the completions before them in the ring
-        (which keep their order), those of the socket requests on fd, with
-        fd SENDS_AHEAD those of the stream sends, with OWNER_AHEAD those of
-        the requests that owner (a transport) made (settle).
-        - Sends: the selector loop sends inside write(), so its
-          get_write_buffer_size() drops at once; completions held for the
-          ready callbacks (wait_and_reap) must not hold a send's.
-        - A sock_recv*() or sock_accept() cancelled while its request's
-          last completion waits in the ring: what the kernel took from the
-          socket must reach the kept store before the task's next receive
-          is armed, or that receive could overtake it."""
+        (which keep their order), with `which` SENDS_AHEAD those of the
+        sends, with OWNER_AHEAD those of the requests that owner (a
+        transport) made (settle).  Sends: the selector loop sends inside
+        write(), so its get_write_buffer_size() drops at once; completions
+        held for the ready callbacks (wait_and_reap) must not hold a
+        send's."""
         cdef unsigned i, found = 0, n = ul_cq_ready(&self.ring.r)
         cdef io_uring_cqe *cqe
         cdef PyTypeObject *kind
@@ -679,15 +675,11 @@ cdef class RingLoop:
                 continue
             op = <PyObject *><uintptr_t>cqe.user_data
             kind = op.ob_type
-            if fd == SENDS_AHEAD:
+            if which == SENDS_AHEAD:
                 if (kind is not <PyTypeObject *>StreamSend and kind is not <PyTypeObject *>ZcSend
                         and kind is not <PyTypeObject *>DatagramSend):
                     continue
-            elif fd == OWNER_AHEAD:
-                if (<Operation>op).owner() is not owner:
-                    continue
-            elif (not isinstance(<object>op, SocketOperation)
-                    or (<SocketOperation>op).fd != fd):
+            elif (<Operation>op).owner() is not owner:
                 continue
             if found == 64 and copies == near:
                 copies = <CqeCopy *>PyMem_Malloc(n * sizeof(CqeCopy))
