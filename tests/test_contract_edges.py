@@ -256,6 +256,23 @@ def test_a_stream_paused_by_a_timer_gets_no_data_until_resumed(any_loop, mode):
     assert loop.run_until_complete(asyncio.wait_for(main(), 60)) == (0, total)
 
 
+async def _toggle_then_resume(tr, proto, all_came):
+    """With reading paused by the protocol's first callback: let data come,
+    call resume_reading() and pause_reading() at once, let data come, then
+    resume for good until all_came().  Returns the calls seen at the first
+    two points and the calls made while paused."""
+    await asyncio.sleep(0.05)
+    seen_paused = proto.calls
+    tr.resume_reading()
+    tr.pause_reading()
+    await asyncio.sleep(0.05)
+    seen_toggled = proto.calls
+    tr.resume_reading()
+    while not all_came():
+        await asyncio.sleep(0.01)
+    return seen_paused, seen_toggled, proto.while_paused
+
+
 @pytest.mark.parametrize("mode", sorted(STREAM_MODES))
 def test_a_stream_paused_in_its_own_callback_gets_nothing_more(any_loop, mode):
     """The protocol pauses from inside its data callback, and later a
@@ -276,18 +293,10 @@ def test_a_stream_paused_in_its_own_callback_gets_nothing_more(any_loop, mode):
         b.sendall(bytes(chunk))
         await asyncio.sleep(0.05)
         b.sendall(bytes(chunk))
-        await asyncio.sleep(0.05)
-        seen_paused = proto.calls
-        tr.resume_reading()
-        tr.pause_reading()
-        await asyncio.sleep(0.05)
-        seen_toggled = proto.calls
-        tr.resume_reading()
-        while proto.nbytes < 2 * chunk:
-            await asyncio.sleep(0.01)
+        seen = await _toggle_then_resume(tr, proto, lambda: proto.nbytes >= 2 * chunk)
         tr.close()
         b.close()
-        return seen_paused, seen_toggled, proto.while_paused
+        return seen
     assert loop.run_until_complete(asyncio.wait_for(main(), 30)) == (1, 1, 0)
 
 
@@ -339,18 +348,10 @@ def test_a_datagram_endpoint_paused_in_its_callback_gets_nothing_more(any_loop):
         tr, proto, peer, address = await _datagram_pair(loop, Pausing)
         for i in range(40):
             peer.sendto(b"%03d" % i, address)
-        await asyncio.sleep(0.05)
-        seen_paused = proto.calls
-        tr.resume_reading()
-        tr.pause_reading()
-        await asyncio.sleep(0.05)
-        seen_toggled = proto.calls
-        tr.resume_reading()
-        while proto.calls < 40:
-            await asyncio.sleep(0.01)
+        seen = await _toggle_then_resume(tr, proto, lambda: proto.calls >= 40)
         tr.close()
         peer.close()
-        return seen_paused, seen_toggled, proto.while_paused
+        return seen
     assert loop.run_until_complete(asyncio.wait_for(main(), 30)) == (1, 1, 0)
 
 
