@@ -31,7 +31,7 @@
 # kernel answer further SYNs with SYN cookies, and a cookie's connection is
 # reset when its ACK finds the queue still full.  300 clients connecting
 # at once to a backlog of 100, each echoing 30 messages of up to 100 KB
-# (tests/test_stdlib_parity.py, the burst test): 4 accepts per wake-up
+# (tests/test_contract_edges.py, the burst test): 4 accepts per wake-up
 # left 4-62 of 300 reset in every run (TcpExtSyncookiesFailed equal to the
 # resets); the backlog per wake-up, 0 in every run, as on the selector
 # loop.  An earlier limit of 4 had been chosen to spread a burst over
