@@ -71,6 +71,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int zc_send_completed(self, int32_t res) except -1
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1
     cdef int send_result(self, int32_t res, bint zerocopy) except -1
+    cdef int sent_from_queue(self, Py_ssize_t n) except -1
     cdef int take_sender(self) except -1
     cdef int give_back_sender(self) except -1
 

@@ -922,8 +922,26 @@ cdef class StreamTransport(BaseTransport):
         finally:
             self.give_back_sender()
 
+    cdef int sent_from_queue(self, Py_ssize_t n) except -1:
+        """n bytes from the head of the write queue have left: drop the
+        chunks sent whole (a zero-copy one is told so), advance into the
+        next."""
+        self.write_buffer_size -= n
+        while n > 0:
+            chunk = self.write_queue[0]
+            if n >= chunk_len(chunk) - self.head_offset:
+                n -= chunk_len(chunk) - self.head_offset
+                self.head_offset = 0
+                self.send_op.queue_popleft()
+                if type(chunk) is ZeroCopyFuture:
+                    (<ZeroCopyFuture>chunk).sent = True
+                    (<ZeroCopyFuture>chunk).finish_if_released()
+            else:
+                self.head_offset += n
+                n = 0
+        return 0
+
     cdef int send_result(self, int32_t res, bint zerocopy) except -1:
-        cdef Py_ssize_t left
         self.send_armed = False
         self.op_finished()
         if self.conn_lost and not self.write_queue:
@@ -937,20 +955,7 @@ cdef class StreamTransport(BaseTransport):
         if not zerocopy:
             self.zc.plain_sends += 1
             self.zc.plain_bytes += res
-        self.write_buffer_size -= res
-        left = res
-        while left > 0:
-            chunk = self.write_queue[0]
-            if left >= chunk_len(chunk) - self.head_offset:
-                left -= chunk_len(chunk) - self.head_offset
-                self.head_offset = 0
-                self.send_op.queue_popleft()
-                if type(chunk) is ZeroCopyFuture:
-                    (<ZeroCopyFuture>chunk).sent = True
-                    (<ZeroCopyFuture>chunk).finish_if_released()
-            else:
-                self.head_offset += left
-                left = 0
+        self.sent_from_queue(res)
         if self.write_queue:
             self.submit_send()
             self.maybe_resume_protocol()
@@ -1155,12 +1160,9 @@ cdef class StreamTransport(BaseTransport):
                     return convert_error(<int>sent)
                 break
             self.zc.plain_bytes += sent
-            self.write_buffer_size -= sent
+            self.sent_from_queue(sent)
             if sent != left:
-                self.head_offset += sent
                 break
-            self.head_offset = 0
-            self.send_op.queue_popleft()
         if not self.write_queue:
             # nothing left for the owed request: flush_send() skips it
             self.send_owed = False
