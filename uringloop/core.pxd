@@ -1,5 +1,8 @@
-# Declarations of the loop core; bodies live in core.pyx and the files it
-# includes (operation.pyx, sockops.pyx, fdwatch.pyx).
+# Declarations of the loop core: Ring, Operation, RingLoop and the loop's own
+# requests here, the rest in the .pxd files included at the end.  The bodies
+# live in core.pyx and the files it includes (ring.pyx, operation.pyx,
+# sockops.pyx, fdwatch.pyx, buffer_pool.pyx, zcrx.pyx, transports/*.pyx):
+# one extension, so calls between them are C calls.
 
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t
 from cpython.buffer cimport Py_buffer

@@ -20,14 +20,14 @@ One iteration (RingLoop._run_once) is:
     reap every CQE: user_data is the Operation object, its complete() runs
     move expired timers to the ready queue (they run first next time)
 
+so an idle or busy loop makes one system call per iteration.  When callbacks
+are ready, nothing is queued and the kernel has raised no IORING_SQ_TASKRUN,
+the enter is skipped altogether.
+
 Callbacks queued earlier run before the completions of this iteration are
 dispatched: the selector loop also runs them before the I/O callbacks it
 appends after select(), and code that starts waiting right after a send
 relies on it.
-
-so an idle or busy loop makes one system call per iteration.  When callbacks
-are ready, nothing is queued and the kernel has raised no IORING_SQ_TASKRUN,
-the enter is skipped altogether.
 
 Ownership: the user_data of an SQE is a borrowed pointer to an Operation that
 holds one extra reference for as long as the kernel may post a CQE for it (to
@@ -1389,9 +1389,6 @@ cdef class RingLoop:
         for op in ops:
             self.dispatch(<Operation>op, -ECANCELED, 0)
         return 0
-
-    def _supports_op(self, int opcode):
-        return bool(self.ops_supported[opcode & 0xff])
 
     # ---- teardown --------------------------------------------------
 

@@ -145,16 +145,8 @@ cdef extern from "ring/ring.h" nogil:
                                   unsigned zc_flags, unsigned index)
     void ul_prep_recvmsg_multishot(io_uring_sqe *sqe, int fd, msghdr *msg, int flags,
                                    unsigned short buf_group)
-    void ul_prep_accept(io_uring_sqe *sqe, int fd, sockaddr *addr, socklen_t *addrlen, int flags)
-    void ul_prep_multishot_accept(io_uring_sqe *sqe, int fd, sockaddr *addr, socklen_t *addrlen, int flags)
-    void ul_prep_connect(io_uring_sqe *sqe, int fd, const sockaddr *addr, socklen_t addrlen)
-    void ul_prep_shutdown(io_uring_sqe *sqe, int fd, int how)
-    void ul_prep_close(io_uring_sqe *sqe, int fd)
     void ul_prep_poll_add(io_uring_sqe *sqe, int fd, unsigned mask)
-    void ul_prep_poll_multishot(io_uring_sqe *sqe, int fd, unsigned mask)
     void ul_prep_cancel(io_uring_sqe *sqe, uint64_t target, int flags)
-    void ul_prep_splice(io_uring_sqe *sqe, int fd_in, int64_t off_in, int fd_out,
-                        int64_t off_out, unsigned nbytes, unsigned flags)
     void ul_sqe_set_data(io_uring_sqe *sqe, uint64_t user_data)
     void ul_sqe_set_flags(io_uring_sqe *sqe, unsigned flags)
 

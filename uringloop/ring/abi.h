@@ -74,9 +74,6 @@
 #ifndef IORING_NOTIF_USAGE_ZC_COPIED
 #define IORING_NOTIF_USAGE_ZC_COPIED    (1U << 31)
 #endif
-#ifndef IORING_ACCEPT_MULTISHOT
-#define IORING_ACCEPT_MULTISHOT         (1U << 0)
-#endif
 
 /* cancel flags */
 #ifndef IORING_ASYNC_CANCEL_ALL

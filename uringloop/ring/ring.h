@@ -1,9 +1,11 @@
 /*
  * ring.h -- uringloop's io_uring ring layer.
  *
- * One struct ul_ring per event loop: the mmapped submission and completion
- * rings, and the few system calls around them.  The loop is the only user,
- * it is single-threaded, and the ring is set up with SINGLE_ISSUER where the
+ * One struct ul_ring per io_uring instance: the mmapped submission and
+ * completion rings, and the few system calls around them.  Its users are
+ * ring.pyx's Ring, one for each event loop and one for each zero-copy
+ * receive queue (zcrx.pyx), and the C benchmarks in bench/.  Each ring is
+ * used by one thread at a time and is set up with SINGLE_ISSUER where the
  * kernel allows, so nothing here locks.
  *
  * Memory ordering follows the kernel's contract: we read the kernel's
@@ -126,7 +128,8 @@ static inline void ul_sq_take_back(ul_ring *r)
     __atomic_store_n(r->sq_ktail, r->sqe_tail, __ATOMIC_RELEASE);
 }
 
-/* Completions: ul_cq_ready() CQEs wait at ul_cq_head(r) + i. */
+/* Completions: ul_cq_ready() CQEs wait, the i-th from the head at
+ * ul_cq_at(r, i); ul_cq_advance() hands n of them back to the kernel. */
 static inline unsigned ul_cq_ready(ul_ring *r)
 {
     return __atomic_load_n(r->cq_ktail, __ATOMIC_ACQUIRE) - *r->cq_khead;
@@ -326,37 +329,10 @@ static inline void ul_prep_sendmsg_zc_fixed(struct io_uring_sqe *sqe, int fd,
     sqe->buf_index = (uint16_t)index;
 }
 
-static inline void ul_prep_accept(struct io_uring_sqe *sqe, int fd,
-                                  struct sockaddr *addr, socklen_t *addrlen,
-                                  int flags)
-{
-    ul_prep_rw(sqe, IORING_OP_ACCEPT, fd, addr, 0, (uint64_t)(uintptr_t)addrlen);
-    sqe->accept_flags = (uint32_t)flags;
-}
 
-static inline void ul_prep_multishot_accept(struct io_uring_sqe *sqe, int fd,
-                                            struct sockaddr *addr, socklen_t *addrlen,
-                                            int flags)
-{
-    ul_prep_accept(sqe, fd, addr, addrlen, flags);
-    sqe->ioprio |= IORING_ACCEPT_MULTISHOT;
-}
 
-static inline void ul_prep_connect(struct io_uring_sqe *sqe, int fd,
-                                   const struct sockaddr *addr, socklen_t addrlen)
-{
-    ul_prep_rw(sqe, IORING_OP_CONNECT, fd, addr, 0, addrlen);
-}
 
-static inline void ul_prep_shutdown(struct io_uring_sqe *sqe, int fd, int how)
-{
-    ul_prep_rw(sqe, IORING_OP_SHUTDOWN, fd, NULL, (unsigned)how, 0);
-}
 
-static inline void ul_prep_close(struct io_uring_sqe *sqe, int fd)
-{
-    ul_prep_rw(sqe, IORING_OP_CLOSE, fd, NULL, 0, 0);
-}
 
 static inline void ul_prep_poll_add(struct io_uring_sqe *sqe, int fd, unsigned mask)
 {
@@ -364,11 +340,6 @@ static inline void ul_prep_poll_add(struct io_uring_sqe *sqe, int fd, unsigned m
     sqe->poll32_events = mask;   /* little-endian hosts only (x86_64, arm64) */
 }
 
-static inline void ul_prep_poll_multishot(struct io_uring_sqe *sqe, int fd, unsigned mask)
-{
-    ul_prep_poll_add(sqe, fd, mask);
-    sqe->len = IORING_POLL_ADD_MULTI;
-}
 
 /* A relative timeout of ts whose expiry (res -ETIME) counts as success, so
  * a request linked behind it runs once it expires: a delay
@@ -387,15 +358,6 @@ static inline void ul_prep_cancel(struct io_uring_sqe *sqe, uint64_t target, int
     sqe->cancel_flags = (uint32_t)flags;
 }
 
-static inline void ul_prep_splice(struct io_uring_sqe *sqe, int fd_in, int64_t off_in,
-                                  int fd_out, int64_t off_out, unsigned nbytes,
-                                  unsigned flags)
-{
-    ul_prep_rw(sqe, IORING_OP_SPLICE, fd_out, NULL, nbytes, (uint64_t)off_out);
-    sqe->splice_off_in = (uint64_t)off_in;
-    sqe->splice_fd_in = fd_in;
-    sqe->splice_flags = flags;
-}
 
 static inline void ul_sqe_set_data(struct io_uring_sqe *sqe, uint64_t user_data)
 {

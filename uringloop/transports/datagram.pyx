@@ -249,7 +249,7 @@ cdef class DatagramTransport(BaseTransport):
     # Unlinked requests would not keep it: when one finds the buffer full
     # and waits, a later one may find room and overtake it.
     #
-    # Measured (python3 bench/udp_chain_probe.c, 1000-byte datagrams over
+    # Measured (bench/udp_chain_probe.c, built as its header says, 1000-byte datagrams over
     # loopback, in C): a chain of 32 or 64 sends in one enter ran at the
     # rate of direct send(2) calls (0.97-1.0x), while entering with
     # min_complete 1 took one enter per link (0.94 per datagram) at half
