@@ -61,6 +61,8 @@ cdef class Operation:
     cdef object future
     cdef bint in_flight
     cdef bint cancel_requested
+    cdef bint sends                  # a send: dispatched ahead of completions
+                                     # held for ready callbacks (dispatch_ahead)
     cdef object context              # contextvars.Context its completion runs in
                                      # (a transport's, a server's), or None
 
@@ -101,7 +103,7 @@ cdef class RingLoop:
     cdef object accepting         # fd -> ServerAccept
     cdef object spare_sends       # idle StreamSends, linked by next_spare (stream.pyx, writing)
     cdef Py_ssize_t spare_send_count
-    cdef list send_flushes        # Stream/DatagramTransports to flush before the enter
+    cdef list send_flushes        # transports whose flush_sends() runs before the enter
     cdef unsigned links_submitted # chained sends prepared since the last enter
     cdef int64_t spin_ns          # busy polling before a sleep (0: off)
     cdef int64_t last_wait_ns     # how long the last wait for completions took

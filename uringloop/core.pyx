@@ -665,7 +665,6 @@ cdef class RingLoop:
         send's."""
         cdef unsigned i, found = 0, n = ul_cq_ready(&self.ring.r)
         cdef io_uring_cqe *cqe
-        cdef PyTypeObject *kind
         cdef PyObject *op
         cdef CqeCopy near[64]
         cdef CqeCopy *copies = near
@@ -674,10 +673,8 @@ cdef class RingLoop:
             if cqe.user_data == 0:
                 continue
             op = <PyObject *><uintptr_t>cqe.user_data
-            kind = op.ob_type
             if which == SENDS_AHEAD:
-                if (kind is not <PyTypeObject *>StreamSend and kind is not <PyTypeObject *>ZcSend
-                        and kind is not <PyTypeObject *>DatagramSend):
+                if not (<Operation>op).sends:
                     continue
             elif (<Operation>op).owner() is not owner:
                 continue
@@ -968,16 +965,14 @@ cdef class RingLoop:
                 f'File descriptor {fd!r} is used by transport {transport!r}')
 
     cdef int flush_sends(self) except -1:
-        """Hand what was written this iteration to the kernel: one chain of
-        datagrams per datagram transport (transports/datagram.pyx, sending),
-        one send request per stream transport (stream.pyx, writing)."""
+        """Hand what was written this iteration to the kernel: each
+        transport that registered itself in send_flushes (its first write
+        since the last enter) writes its requests now (flush_sends(): one
+        SENDMSG for a stream, one chain for datagrams)."""
         cdef list todo = self.send_flushes
         self.send_flushes = []
         for tr in todo:
-            if isinstance(tr, StreamTransport):
-                (<StreamTransport>tr).flush_send()
-            else:
-                (<DatagramTransport>tr).flush_sends()
+            (<BaseTransport>tr).flush_sends()
         return 0
 
     cdef int ensure_recv_buffers(self) except -1:
@@ -1160,171 +1155,15 @@ cdef class RingLoop:
         """Stop watching fd for writing; True if it was watched."""
         return self.remove_watch(self.writers, fd)
 
-    # ---- socket operations -----------------------------------------
-    # Receives, accepts and connects are made as the selector loop makes
-    # them: the socket module's call at once, and, only when it would
-    # block, a wait for readiness (one single-shot POLL_ADD on the ring,
-    # sockops.pyx's SocketPoll) and the call again.  The ring never takes
-    # bytes or a connection on behalf of a task: cancelling one at any
-    # await leaves everything in the socket, for a plain recv(), another
-    # process, ssl.wrap_socket() or the next sock_* call (docs/
-    # cancellation.md).  Sends go through the ring (sockops.pyx).
-
-    async def sock_recv(self, sock, n):
-        """Receive up to n bytes from sock.  Raises OSError on socket
-        errors, as socket.recv() does; cancelling leaves the bytes in the
-        socket."""
-        cdef Py_ssize_t size, res
-        check_sock(self, sock)
-        if type(sock) is not socket.socket:
-            return await self._sock_call_when_ready(sock, POLLIN, sock.recv, n)
-        # A plain socket: recv(2) from C, as socket.recv() would make it,
-        # without raising BlockingIOError each time it would block.
-        size = PyNumber_Index(n)
-        if size < 0:
-            raise ValueError("negative buffersize in recv")
-        if size == 0:
-            return b''                  # (socket.recv(0) makes no call)
-        if size > UL_MAX_IO_LEN:
-            size = UL_MAX_IO_LEN        # the most one recv(2) returns
-        while True:
-            data = ul_recv_bytes(sock.fileno(), size, &res)
-            if data is not None:
-                return data
-            if res == 0:
-                return b''
-            if res != -EAGAIN:
-                raise convert_error(<int>res)
-            await wait_ready(self, sock, POLLIN)
-
-    async def sock_recv_into(self, sock, buf):
-        """Receive into the writable buffer buf; return the byte count.
-        Cancelling leaves the bytes in the socket."""
-        check_sock(self, sock)
-        return await self._sock_call_when_ready(sock, POLLIN, sock.recv_into, buf)
-
-    async def sock_recvfrom(self, sock, bufsize):
-        """Receive a datagram of up to bufsize bytes: (data, address).
-        Cancelling leaves the datagram in the socket."""
-        check_sock(self, sock)
-        return await self._sock_call_when_ready(sock, POLLIN, sock.recvfrom, bufsize)
-
-    async def sock_recvfrom_into(self, sock, buf, nbytes=0):
-        """Receive a datagram into buf: (nbytes, address).  Cancelling
-        leaves the datagram in the socket."""
-        check_sock(self, sock)
-        if not nbytes:
-            nbytes = len(buf)
-        return await self._sock_call_when_ready(sock, POLLIN, sock.recvfrom_into,
-                                                buf, nbytes)
-
-    async def sock_accept(self, sock):
-        """Accept a connection: (conn, address), conn non-blocking.
-        Cancelling leaves the connection in the listening socket's queue."""
-        check_sock(self, sock)
-        conn, address = await self._sock_call_when_ready(sock, POLLIN, sock.accept)
-        conn.setblocking(False)
-        return conn, address
-
-    async def sock_sendall(self, sock, data):
-        """Send all of data. Raises OSError on socket errors; after a
-        cancellation an unknown part may have been sent."""
-        cdef SendAllOp op
-        cdef Py_ssize_t sent
-        check_sock(self, sock)
-        op = SendAllOp.__new__(SendAllOp)
-        op.hold_buffer(data, PyBUF_SIMPLE)
-        if op.view.len == 0:
-            op.release_buffer()
-            return
-        fd = sock.fileno()
-        if self.sendalls_in_flight == 0:
-            # As the stdlib and uvloop do: send(2) at once, and return
-            # without yielding to the loop when the socket took it all
-            # (code that cancels a receive right after a sendall counts on
-            # the loop not running in between).
-            sent = ul_send_now(fd, <char *>op.view.buf, op.view.len)
-            if sent == op.view.len:
-                op.release_buffer()
-                return
-            if sent < 0:
-                if sent != -EAGAIN:
-                    op.release_buffer()
-                    raise convert_error(<int>sent)
-            else:
-                op.offset = sent
-        fut = start(self, op, sock, fd)
-        op.counted = True
-        self.sendalls_in_flight += 1
-        return await fut
-
-    async def sock_sendto(self, sock, data, address):
-        """Send data to address; return the number of bytes sent."""
-        cdef SendMsgOp op
-        check_sock(self, sock)
-        if sock.family not in ENCODED_FAMILIES:
-            return await self._sock_call_when_ready(sock, POLLOUT, sock.sendto, data, address)
-        op = SendMsgOp.__new__(SendMsgOp)
-        try:
-            op.addrlen = sockaddr_from_py(sock.family, address, &op.addr)
-        except socket.gaierror:
-            resolved = await self._ensure_resolved(
-                address, family=sock.family, type=sock.type, proto=sock.proto,
-                loop=self)
-            op.addrlen = sockaddr_from_py(sock.family, resolved[0][4], &op.addr)
-        op.hold_buffer(data, PyBUF_SIMPLE)
-        return await start(self, op, sock, sock.fileno())
-
-    async def sock_connect(self, sock, address):
-        """Connect sock to address (names are resolved first).  Raises what
-        connect(2) raises at once, as socket.connect() does, or -- for a
-        connection that completes later -- OSError(err, 'Connect call
-        failed ...') with the error the socket then holds."""
-        check_sock(self, sock)
-        if sock.family == socket.AF_INET or (
-                base_events._HAS_IPv6 and sock.family == socket.AF_INET6):
-            resolved = await self._ensure_resolved(
-                address, family=sock.family, type=sock.type, proto=sock.proto,
-                loop=self)
-            address = resolved[0][4]
-        try:
-            # the handshake starts inside this call, as on the selector
-            # loop: a peer may wait for it synchronously
-            sock.connect(address)
-            return
-        except (BlockingIOError, InterruptedError):
-            pass
-        await wait_ready(self, sock, POLLOUT)
-        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if err != 0:
-            raise OSError(err, f'Connect call failed {address}')
-
-    async def _sock_call_when_ready(self, sock, unsigned mask, call, *args):
-        """call(*args) -- the socket module's own -- now and again each time
-        sock is ready for mask, until it no longer raises BlockingIOError;
-        its result.  Waiting takes nothing from the socket."""
-        while True:
-            try:
-                return call(*args)
-            except (BlockingIOError, InterruptedError):
-                pass
-            await wait_ready(self, sock, mask)
-
-    async def _sendall_counted(self, sock, data, list progress):
-        # sock_sendall that records in progress[0] how much was sent, also
-        # when it fails half-way (sendfile reports the file position).
-        cdef SendAllOp op = SendAllOp.__new__(SendAllOp)
-        op.hold_buffer(data, PyBUF_SIMPLE)
-        try:
-            return await start(self, op, sock, sock.fileno())
-        finally:
-            progress[0] = op.offset
-
-    async def _file_read(self, int fd, buf, uint64_t offset):
-        cdef ReadOp op = ReadOp.__new__(ReadOp)
-        op.hold_buffer(buf, PyBUF_WRITABLE)
-        op.offset = offset
-        return await start(self, op, None, fd)
+    # ---- socket operations (sockops.pyx) -----------------------------
+    sock_recv = sock_recv
+    sock_recv_into = sock_recv_into
+    sock_recvfrom = sock_recvfrom
+    sock_recvfrom_into = sock_recvfrom_into
+    sock_accept = sock_accept
+    sock_sendall = sock_sendall
+    sock_sendto = sock_sendto
+    sock_connect = sock_connect
 
     # ---- introspection ---------------------------------------------
 
@@ -1804,13 +1643,13 @@ class Loop(RingLoop, base_events.BaseEventLoop):
         total = 0
         try:
             while remaining > 0:
-                n = await self._file_read(fileno, view[:min(remaining, len(buf))],
+                n = await file_read(self, fileno, view[:min(remaining, len(buf))],
                                           offset + total)
                 if n == 0:
                     break
                 progress = [0]
                 try:
-                    await self._sendall_counted(sock, view[:n], progress)
+                    await sendall_counted(self, sock, view[:n], progress)
                 finally:
                     total += progress[0]
                 remaining -= n

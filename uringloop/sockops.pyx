@@ -20,6 +20,53 @@ cdef extern from "<sys/socket.h>":
                                const sockaddr *addr, socklen_t addrlen)
 
 
+# recv(2) and send(2) from C, for the sock_* calls and the stream transport
+cdef extern from *:
+    """
+    #include <sys/socket.h>
+    #include <errno.h>
+    /* Receive up to size bytes from fd, without blocking, into a new bytes
+     * object: the kernel copies straight into the object Python gets.
+     * Returns it, shrunk to what came, with *res its length; or None with
+     * *res 0 (end of stream) or -errno; NULL (exception set) only when
+     * memory ran out. */
+    static PyObject *ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
+    {
+        PyObject *b = PyBytes_FromStringAndSize(NULL, size);
+        ssize_t n;
+        if (b == NULL)
+            return NULL;
+        do {
+            n = recv(fd, PyBytes_AS_STRING(b), (size_t)size, MSG_DONTWAIT);
+        } while (n < 0 && errno == EINTR);
+        if (n <= 0) {
+            *res = n < 0 ? -errno : 0;
+            Py_DECREF(b);
+            Py_RETURN_NONE;
+        }
+        *res = n;
+        if (n < size && _PyBytes_Resize(&b, n) < 0)
+            return NULL;
+        return b;
+    }
+    """
+    object ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
+
+
+cdef extern from *:
+    """
+    /* send(2) without blocking or SIGPIPE: bytes sent, or -errno. */
+    static Py_ssize_t ul_send_now(int fd, const char *buf, Py_ssize_t len)
+    {
+        ssize_t n;
+        do {
+            n = send(fd, buf, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        } while (n < 0 && errno == EINTR);
+        return n < 0 ? -errno : n;
+    }
+    """
+    Py_ssize_t ul_send_now(int fd, const char *buf, Py_ssize_t len) nogil
+
 cdef int sockaddr_from_py(int family, object address, sockaddr_storage *out) except -1:
     """Fill `out` from a Python socket address; return its length.  Hosts
     must be numeric (resolve first)."""
@@ -306,3 +353,184 @@ cdef inline int check_sock(RingLoop loop, object sock) except -1:
     if loop._debug and sock.gettimeout() != 0:
         raise ValueError("the socket must be non-blocking")
     return 0
+
+
+# ---- the loop's sock_* methods ---------------------------------------------
+# RingLoop takes them as they are (sock_recv = sock_recv in its body): each
+# is a coroutine function whose first argument, self, is the loop.
+#
+# Receives, accepts and connects are made as the selector loop makes
+# them: the socket module's call at once, and, only when it would
+# block, a wait for readiness (one single-shot POLL_ADD on the ring,
+# sockops.pyx's SocketPoll) and the call again.  The ring never takes
+# bytes or a connection on behalf of a task: cancelling one at any
+# await leaves everything in the socket, for a plain recv(), another
+# process, ssl.wrap_socket() or the next sock_* call (docs/
+# cancellation.md).  Sends go through the ring.
+
+
+async def sock_recv(RingLoop self, sock, n):
+    """Receive up to n bytes from sock.  Raises OSError on socket
+    errors, as socket.recv() does; cancelling leaves the bytes in the
+    socket."""
+    cdef Py_ssize_t size, res
+    check_sock(self, sock)
+    if type(sock) is not socket.socket:
+        return await call_when_ready(self, sock, POLLIN, sock.recv, n)
+    # A plain socket: recv(2) from C, as socket.recv() would make it,
+    # without raising BlockingIOError each time it would block.
+    size = PyNumber_Index(n)
+    if size < 0:
+        raise ValueError("negative buffersize in recv")
+    if size == 0:
+        return b''                  # (socket.recv(0) makes no call)
+    if size > UL_MAX_IO_LEN:
+        size = UL_MAX_IO_LEN        # the most one recv(2) returns
+    while True:
+        data = ul_recv_bytes(sock.fileno(), size, &res)
+        if data is not None:
+            return data
+        if res == 0:
+            return b''
+        if res != -EAGAIN:
+            raise convert_error(<int>res)
+        await wait_ready(self, sock, POLLIN)
+
+
+async def sock_recv_into(RingLoop self, sock, buf):
+    """Receive into the writable buffer buf; return the byte count.
+    Cancelling leaves the bytes in the socket."""
+    check_sock(self, sock)
+    return await call_when_ready(self, sock, POLLIN, sock.recv_into, buf)
+
+
+async def sock_recvfrom(RingLoop self, sock, bufsize):
+    """Receive a datagram of up to bufsize bytes: (data, address).
+    Cancelling leaves the datagram in the socket."""
+    check_sock(self, sock)
+    return await call_when_ready(self, sock, POLLIN, sock.recvfrom, bufsize)
+
+
+async def sock_recvfrom_into(RingLoop self, sock, buf, nbytes=0):
+    """Receive a datagram into buf: (nbytes, address).  Cancelling
+    leaves the datagram in the socket."""
+    check_sock(self, sock)
+    if not nbytes:
+        nbytes = len(buf)
+    return await call_when_ready(self, sock, POLLIN, sock.recvfrom_into,
+                                            buf, nbytes)
+
+
+async def sock_accept(RingLoop self, sock):
+    """Accept a connection: (conn, address), conn non-blocking.
+    Cancelling leaves the connection in the listening socket's queue."""
+    check_sock(self, sock)
+    conn, address = await call_when_ready(self, sock, POLLIN, sock.accept)
+    conn.setblocking(False)
+    return conn, address
+
+
+async def sock_sendall(RingLoop self, sock, data):
+    """Send all of data. Raises OSError on socket errors; after a
+    cancellation an unknown part may have been sent."""
+    cdef SendAllOp op
+    cdef Py_ssize_t sent
+    check_sock(self, sock)
+    op = SendAllOp.__new__(SendAllOp)
+    op.hold_buffer(data, PyBUF_SIMPLE)
+    if op.view.len == 0:
+        op.release_buffer()
+        return
+    fd = sock.fileno()
+    if self.sendalls_in_flight == 0:
+        # As the stdlib and uvloop do: send(2) at once, and return
+        # without yielding to the loop when the socket took it all
+        # (code that cancels a receive right after a sendall counts on
+        # the loop not running in between).
+        sent = ul_send_now(fd, <char *>op.view.buf, op.view.len)
+        if sent == op.view.len:
+            op.release_buffer()
+            return
+        if sent < 0:
+            if sent != -EAGAIN:
+                op.release_buffer()
+                raise convert_error(<int>sent)
+        else:
+            op.offset = sent
+    fut = start(self, op, sock, fd)
+    op.counted = True
+    self.sendalls_in_flight += 1
+    return await fut
+
+
+async def sock_sendto(RingLoop self, sock, data, address):
+    """Send data to address; return the number of bytes sent."""
+    cdef SendMsgOp op
+    check_sock(self, sock)
+    if sock.family not in ENCODED_FAMILIES:
+        return await call_when_ready(self, sock, POLLOUT, sock.sendto, data, address)
+    op = SendMsgOp.__new__(SendMsgOp)
+    try:
+        op.addrlen = sockaddr_from_py(sock.family, address, &op.addr)
+    except socket.gaierror:
+        resolved = await self._ensure_resolved(
+            address, family=sock.family, type=sock.type, proto=sock.proto,
+            loop=self)
+        op.addrlen = sockaddr_from_py(sock.family, resolved[0][4], &op.addr)
+    op.hold_buffer(data, PyBUF_SIMPLE)
+    return await start(self, op, sock, sock.fileno())
+
+
+async def sock_connect(RingLoop self, sock, address):
+    """Connect sock to address (names are resolved first).  Raises what
+    connect(2) raises at once, as socket.connect() does, or -- for a
+    connection that completes later -- OSError(err, 'Connect call
+    failed ...') with the error the socket then holds."""
+    check_sock(self, sock)
+    if sock.family == socket.AF_INET or (
+            base_events._HAS_IPv6 and sock.family == socket.AF_INET6):
+        resolved = await self._ensure_resolved(
+            address, family=sock.family, type=sock.type, proto=sock.proto,
+            loop=self)
+        address = resolved[0][4]
+    try:
+        # the handshake starts inside this call, as on the selector
+        # loop: a peer may wait for it synchronously
+        sock.connect(address)
+        return
+    except (BlockingIOError, InterruptedError):
+        pass
+    await wait_ready(self, sock, POLLOUT)
+    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err != 0:
+        raise OSError(err, f'Connect call failed {address}')
+
+
+async def call_when_ready(RingLoop loop, sock, unsigned mask, call, *args):
+    """call(*args) -- the socket module's own -- now and again each time
+    sock is ready for mask, until it no longer raises BlockingIOError;
+    its result.  Waiting takes nothing from the socket."""
+    while True:
+        try:
+            return call(*args)
+        except (BlockingIOError, InterruptedError):
+            pass
+        await wait_ready(loop, sock, mask)
+
+
+async def sendall_counted(RingLoop self, sock, data, list progress):
+    # sock_sendall that records in progress[0] how much was sent, also
+    # when it fails half-way (sendfile reports the file position).
+    cdef SendAllOp op = SendAllOp.__new__(SendAllOp)
+    op.hold_buffer(data, PyBUF_SIMPLE)
+    try:
+        return await start(self, op, sock, sock.fileno())
+    finally:
+        progress[0] = op.offset
+
+
+async def file_read(RingLoop self, int fd, buf, uint64_t offset):
+    cdef ReadOp op = ReadOp.__new__(ReadOp)
+    op.hold_buffer(buf, PyBUF_WRITABLE)
+    op.offset = offset
+    return await start(self, op, None, fd)

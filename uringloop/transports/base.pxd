@@ -34,6 +34,7 @@ cdef class BaseTransport:
     cdef bint closed_with_loop(self) except -1
     cdef bint socket_holds_fd(self) except -1
     cdef int stop_io(self) except -1
+    cdef int flush_sends(self) except -1
     cdef int release_ops(self) except -1
     cdef int set_limits(self, object high, object low) except -1
     cdef int maybe_pause_protocol(self) except -1

@@ -79,6 +79,12 @@ cdef class BaseTransport:
         """Cancel reading and writing requests (transport-specific)."""
         return 0
 
+    cdef int flush_sends(self) except -1:
+        """The loop's hook before its io_uring_enter, for a transport that
+        put itself in loop.send_flushes: write the send requests for what
+        was written since (transport-specific)."""
+        return 0
+
     cdef int release_ops(self) except -1:
         """Connection lost and no request in flight: let the operations
         go of the transport, so that the two, which hold each other, are

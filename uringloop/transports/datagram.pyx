@@ -320,6 +320,7 @@ cdef class DatagramTransport(BaseTransport):
 
     cdef DatagramSend new_send_op(self):
         cdef DatagramSend op = DatagramSend.__new__(DatagramSend)
+        op.sends = True
         op.loop = self.loop
         op.context = self.context
         op.transport = self

@@ -60,7 +60,7 @@
 
 @cython.final
 cdef class ServerAccept(Operation):
-    # One POLL_ADD in flight at most (`pending`).
+    # One POLL_ADD in flight at most (in_flight).
     cdef object sock
     cdef int fd
     cdef int family, type, proto      # the listening socket's, as ints
@@ -75,29 +75,23 @@ cdef class ServerAccept(Operation):
     cdef object ssl_handshake_timeout
     cdef object ssl_shutdown_timeout
     cdef bint active
-    cdef bint pending
     cdef int burst                   # accept4() calls per wake-up, at most:
                                      # the backlog, as the selector loop's
     cdef bint backing_off            # out of fds: waiting to try again
 
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe
-        if self.active and not self.backing_off and not self.pending:
+        if self.active and not self.backing_off and not self.in_flight:
             sqe = self.loop.sqe_for(self)
             ul_prep_poll_add(sqe, self.fd, POLLIN)
-            self.pending = True
         return 0
 
     cdef int stop(self) except -1:
         """Cancel the poll in flight and close the listening socket now
         (see the top of this file)."""
-        cdef io_uring_sqe *sqe
         self.active = False
-        if self.pending and self.loop.ring.open and not self.loop.draining:
-            sqe = self.loop.sqe_for(None)
-            ul_prep_cancel(sqe, <uint64_t><uintptr_t><PyObject *>self,
-                           IORING_ASYNC_CANCEL_ALL)
-            ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
+        if self.in_flight and not self.loop.draining:
+            self.loop.cancel_op(self)
             # The cancelled poll holds the listening file until its
             # deferred completion has run (its CQE waits in the CQ for the
             # next reap).
@@ -108,7 +102,6 @@ cdef class ServerAccept(Operation):
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef int fd
         cdef int n
-        self.pending = False
         try:
             if res < 0:
                 if res != -ECANCELED:
@@ -151,10 +144,6 @@ cdef class ServerAccept(Operation):
         })
         self.backing_off = True
         self.loop.call_later(constants.ACCEPT_RETRY_DELAY, self._rearm)
-        return 0
-
-    cdef int drained(self, int32_t res, uint32_t flags) except -1:
-        self.pending = False
         return 0
 
     def _rearm(self):

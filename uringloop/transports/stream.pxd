@@ -59,7 +59,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_eof(self) except -1
     cdef int schedule_send(self) except -1
-    cdef int flush_send(self) except -1
+    cdef int flush_sends(self) except -1
     cdef int force_close(self, object exc) except -1
     cdef object send_owed_now(self)
     cdef int submit_send(self) except -1

@@ -94,53 +94,6 @@ cdef Py_ssize_t SEND_BATCH_BYTES = 128 * 1024
 # of each from 3.12 on: the TypeError of a bad item is the one it raises.
 cdef bint STDLIB_JOINS_WRITELINES = sys.version_info < (3, 12)
 
-cdef extern from *:
-    """
-    #include <sys/socket.h>
-    #include <errno.h>
-    /* Receive up to size bytes from fd, without blocking, into a new bytes
-     * object: the kernel copies straight into the object Python gets.
-     * Returns it, shrunk to what came, with *res its length; or None with
-     * *res 0 (end of stream) or -errno; NULL (exception set) only when
-     * memory ran out. */
-    static PyObject *ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
-    {
-        PyObject *b = PyBytes_FromStringAndSize(NULL, size);
-        ssize_t n;
-        if (b == NULL)
-            return NULL;
-        do {
-            n = recv(fd, PyBytes_AS_STRING(b), (size_t)size, MSG_DONTWAIT);
-        } while (n < 0 && errno == EINTR);
-        if (n <= 0) {
-            *res = n < 0 ? -errno : 0;
-            Py_DECREF(b);
-            Py_RETURN_NONE;
-        }
-        *res = n;
-        if (n < size && _PyBytes_Resize(&b, n) < 0)
-            return NULL;
-        return b;
-    }
-    """
-    object ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
-
-
-cdef extern from *:
-    """
-    /* send(2) without blocking or SIGPIPE: bytes sent, or -errno. */
-    static Py_ssize_t ul_send_now(int fd, const char *buf, Py_ssize_t len)
-    {
-        ssize_t n;
-        do {
-            n = send(fd, buf, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        } while (n < 0 && errno == EINTR);
-        return n < 0 ? -errno : n;
-    }
-    """
-    Py_ssize_t ul_send_now(int fd, const char *buf, Py_ssize_t len) nogil
-
-
 cdef inline char *chunk_ptr(object chunk):
     if type(chunk) is bytes:
         return PyBytes_AS_STRING(chunk)
@@ -706,7 +659,7 @@ cdef class StreamTransport(BaseTransport):
         self.loop.send_flushes.append(self)
         return 0
 
-    cdef int flush_send(self) except -1:
+    cdef int flush_sends(self) except -1:
         if not self.send_owed:
             return 0            # aborted meanwhile (stop_io)
         self.send_owed = False
@@ -793,6 +746,7 @@ cdef class StreamTransport(BaseTransport):
         cdef io_uring_sqe *sqe
         cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0
         cdef Py_ssize_t n = self.zc_batch(head)
+        op.sends = True
         op.loop = self.loop
         op.context = self.context
         op.transport = self
@@ -890,6 +844,7 @@ cdef class StreamTransport(BaseTransport):
             op.next_spare = None
         else:
             op = StreamSend.__new__(StreamSend)
+            op.sends = True
             op.loop = self.loop
             op.queue = collections.deque()
             op.queue_append = op.queue.append
@@ -1164,7 +1119,7 @@ cdef class StreamTransport(BaseTransport):
             if sent != left:
                 break
         if not self.write_queue:
-            # nothing left for the owed request: flush_send() skips it
+            # nothing left for the owed request: flush_sends() skips it
             self.send_owed = False
             self.send_armed = False
             self.give_back_sender()
