@@ -1,5 +1,6 @@
 """The debug build (`URINGLOOP_DEBUG=1 pip install -e .`) over the transport,
-zero-copy, registered-buffer and stress tests.
+zero-copy, registered-buffer and stress tests, and its own checks of the
+life of a request and of the transports' states (test_life_cycle_checks.py).
 
 In that build the loop counts every object that owns something the kernel
 may touch or that must be given back (loops and their file descriptors,
@@ -21,7 +22,7 @@ from conftest import run_tests_in
 
 CHECKED = ["tests/test_transports.py", "tests/test_zerocopy.py",
            "tests/test_registered_buffers.py", "tests/test_stress.py",
-           "tests/test_zcrx.py"]
+           "tests/test_zcrx.py", "tests/test_life_cycle_checks.py"]
 
 
 @pytest.mark.timeout(1500)     # a build and a test run of its own (subprocess limits)

@@ -16,23 +16,15 @@ import pytest
 
 import uringloop
 from conftest import requires
+from protocols import Echo
 from uringloop import RefillQueue, zcrx_offset, zcrx_split
+from uringloop.core import SimulatedZeroCopyReceive
 
 pytestmark = requires("RECV_ZC")
 
 
 def run(coro, timeout=60):
     return uringloop.run(asyncio.wait_for(coro, timeout), strict=True)
-
-
-class Echo(asyncio.Protocol):
-    def connection_made(self, transport):
-        self.transport = transport
-        self.received = 0
-
-    def data_received(self, data):
-        self.received += len(data)
-        self.transport.write(data)
 
 
 def zcrx_server(zcrx, protocol_factory, body):
@@ -206,9 +198,9 @@ def test_bad_arguments():
 
 # ---- the data path on a simulated area ------------------------------------
 #
-# ZeroCopyReceive._simulated() has a real area and refill queue in the
-# kernel's layout and a real CQE32 ring with its eventfd, but no NIC queue:
-# the test writes payload into the area as the NIC would and calls _feed()
+# SimulatedZeroCopyReceive (uringloop/zcrx_simulated.pyx) has a real area
+# and refill queue in the kernel's layout and a real CQE32 ring with its
+# eventfd, but no NIC queue: the test writes payload into the area as the NIC would and calls feed()
 # where the kernel would post a RECV_ZC completion.  Everything from the
 # completion onward -- pieces, views, refill entries, pausing, area
 # pressure, end of stream through the ring -- is the real code.
@@ -245,7 +237,7 @@ def rqes(zcrx, count):
 
 
 def test_pieces_go_to_an_opting_protocol_read_only_and_back_after_the_callback():
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16, area_id=3)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=1 << 20, refill_entries=16, area_id=3)
     token = 3 << 48
 
     async def body(loop, protocols, reader, writer):
@@ -253,8 +245,8 @@ def test_pieces_go_to_an_opting_protocol_read_only_and_back_after_the_callback()
         area = zcrx.area_memory()
         area[8192:8197] = b"hello"
         area[12288:12294] = b"world!"
-        zcrx._feed(p.transport, 5, 8192)
-        zcrx._feed(p.transport, 6, 12288)
+        zcrx.feed(p.transport, 5, 8192)
+        zcrx.feed(p.transport, 6, 12288)
         assert p.data == [b"hello", b"world!"] and p.events == []
         piece = p.pieces[0]
         assert piece.returned and len(piece) == 5
@@ -269,7 +261,7 @@ def test_pieces_go_to_an_opting_protocol_read_only_and_back_after_the_callback()
         # read-only: writing through a view is refused
         p.keep_views = True
         area[0:3] = b"abc"
-        zcrx._feed(p.transport, 3, 0)
+        zcrx.feed(p.transport, 3, 0)
         with pytest.raises(TypeError):
             p.views[0][0:1] = b"x"
         p.views.clear()
@@ -278,14 +270,14 @@ def test_pieces_go_to_an_opting_protocol_read_only_and_back_after_the_callback()
 
 
 def test_a_view_kept_past_the_callback_keeps_the_piece_and_hold_keeps_it_without_one():
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=1 << 20, refill_entries=16)
 
     async def body(loop, protocols, reader, writer):
         p = protocols[0]
         area = zcrx.area_memory()
         area[0:4] = b"keep"
         p.keep_views = True
-        zcrx._feed(p.transport, 4, 0)
+        zcrx.feed(p.transport, 4, 0)
         piece = p.pieces[0]
         assert not piece.returned and zcrx.refill.depth == 0 and zcrx.outstanding_bytes == 4
         with pytest.raises(BufferError):
@@ -295,7 +287,7 @@ def test_a_view_kept_past_the_callback_keeps_the_piece_and_hold_keeps_it_without
         assert piece.returned and zcrx.refill.depth == 1  # ... and so does the piece
         p.keep_views, p.hold = False, True
         area[4096:4100] = b"held"
-        zcrx._feed(p.transport, 4, 4096)
+        zcrx.feed(p.transport, 4, 4096)
         held = p.pieces[1]
         assert not held.returned and bytes(held) == b"held"
         held.release()
@@ -330,13 +322,13 @@ class Buffered(asyncio.BufferedProtocol):
 
 @pytest.mark.parametrize("kind", [Plain, Buffered])
 def test_other_protocols_get_bytes_and_the_piece_goes_back_at_once(kind):
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=1 << 20, refill_entries=16)
 
     async def body(loop, protocols, reader, writer):
         p = protocols[0]
         area = zcrx.area_memory()
         area[65536:65546] = b"0123456789"
-        zcrx._feed(p.transport, 10, 65536)
+        zcrx.feed(p.transport, 10, 65536)
         assert bytes(p.received) == b"0123456789"
         assert zcrx.refill.depth == 1 and zcrx.outstanding_bytes == 0
         # the transport still writes as usual
@@ -347,16 +339,16 @@ def test_other_protocols_get_bytes_and_the_piece_goes_back_at_once(kind):
 
 
 def test_a_full_refill_queue_keeps_returns_until_the_kernel_makes_room():
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=4)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=1 << 20, refill_entries=4)
 
     async def body(loop, protocols, reader, writer):
         p = protocols[0]
         for i in range(6):
-            zcrx._feed(p.transport, 100, i * 4096)
+            zcrx.feed(p.transport, 100, i * 4096)
         assert zcrx.refill.depth == 4 and zcrx.stats()["refill_waiting"] == 2
-        assert struct.unpack_from("<I", zcrx._region_memory(), 4)[0] == 4   # published tail
-        struct.pack_into("<I", zcrx._region_memory(), 0, 3)                # the kernel took 3
-        zcrx._feed(p.transport, 100, 6 * 4096)
+        assert struct.unpack_from("<I", zcrx.region_memory(), 4)[0] == 4   # published tail
+        struct.pack_into("<I", zcrx.region_memory(), 0, 3)                # the kernel took 3
+        zcrx.feed(p.transport, 100, 6 * 4096)
         assert zcrx.stats()["refill_waiting"] == 0 and zcrx.refill.depth == 4
         offs = [zcrx.refill.entry(i)[0] & ((1 << 48) - 1) for i in range(4, 7)]
         assert offs == [4 * 4096, 5 * 4096, 6 * 4096]                     # in order
@@ -365,13 +357,13 @@ def test_a_full_refill_queue_keeps_returns_until_the_kernel_makes_room():
 
 
 def test_held_pieces_past_half_the_area_stop_receiving_until_a_quarter_is_left():
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=64 * 1024, refill_entries=64)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=64 * 1024, refill_entries=64)
 
     async def body(loop, protocols, reader, writer):
         p = protocols[0]
         p.hold = True
         for i in range(9):                                # 36 KiB > 32 KiB high water
-            zcrx._feed(p.transport, 4096, i * 4096)
+            zcrx.feed(p.transport, 4096, i * 4096)
         await asyncio.sleep(0.01)                         # the cancel completes
         info = p.transport.get_extra_info("zerocopy_receive")
         assert info["stopped_for_area"] == 1 and not info["receive_armed"]
@@ -390,16 +382,16 @@ def test_held_pieces_past_half_the_area_stop_receiving_until_a_quarter_is_left()
 
 
 def test_pause_reading_keeps_pieces_in_order_and_cancels_the_receive():
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=1 << 20, refill_entries=16)
 
     async def body(loop, protocols, reader, writer):
         p = protocols[0]
         area = zcrx.area_memory()
         for i, word in enumerate([b"one", b"two", b"three"]):
             area[i * 4096:i * 4096 + len(word)] = word
-        zcrx._feed(p.transport, 3, 0)
+        zcrx.feed(p.transport, 3, 0)
         p.transport.pause_reading()
-        zcrx._feed(p.transport, 3, 4096)                  # posted before the cancel landed
+        zcrx.feed(p.transport, 3, 4096)                  # posted before the cancel landed
         assert p.data == [b"one"] and zcrx.outstanding_bytes == 3
         await asyncio.sleep(0.01)
         assert not p.transport.get_extra_info("zerocopy_receive")["receive_armed"]
@@ -407,7 +399,7 @@ def test_pause_reading_keeps_pieces_in_order_and_cancels_the_receive():
         await asyncio.sleep(0.01)
         assert p.data == [b"one", b"two"] and zcrx.outstanding_bytes == 0
         assert p.transport.get_extra_info("zerocopy_receive")["receive_armed"]
-        zcrx._feed(p.transport, 5, 8192)
+        zcrx.feed(p.transport, 5, 8192)
         assert p.data == [b"one", b"two", b"three"]
     zcrx_server(zcrx, Keeper, body)
     zcrx.close()
@@ -420,7 +412,7 @@ def test_end_of_stream_arrives_through_the_cqe32_ring_for_each_connection():
     deferred task work.  The loop learns of it only through the eventfd,
     and reads the 32-byte entries at the right stride, or the tokens would
     not match."""
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=1 << 20, refill_entries=16)
 
     async def main():
         loop = asyncio.get_running_loop()
@@ -435,7 +427,7 @@ def test_end_of_stream_arrives_through_the_cqe32_ring_for_each_connection():
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.01)
         for p in protocols[1:4]:
-            zcrx._post_end_of_stream(p.transport)
+            zcrx.post_end_of_stream(p.transport)
         for _ in range(100):
             if sum("eof" in p.events for p in protocols) == 3:
                 break
@@ -452,14 +444,14 @@ def test_end_of_stream_arrives_through_the_cqe32_ring_for_each_connection():
 
 
 def test_an_error_completion_ends_the_connection_and_enospc_arms_again():
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=1 << 20, refill_entries=16)
 
     async def body(loop, protocols, reader, writer):
         p = protocols[0]
-        zcrx._feed(p.transport, -28, 0, more=False)       # -ENOSPC: the CQ overflowed
+        zcrx.feed(p.transport, -28, 0, more=False)       # -ENOSPC: the CQ overflowed
         assert p.transport.get_extra_info("zerocopy_receive")["receive_armed"]
         assert p.events == []
-        zcrx._feed(p.transport, -104, 0, more=False)      # -ECONNRESET
+        zcrx.feed(p.transport, -104, 0, more=False)      # -ECONNRESET
         await asyncio.sleep(0.01)
         assert isinstance(p.events[-1][1], ConnectionResetError)
     zcrx_server(zcrx, Keeper, body)
@@ -467,14 +459,14 @@ def test_an_error_completion_ends_the_connection_and_enospc_arms_again():
 
 
 def test_pieces_outlive_their_connection_and_loop_and_stay_readable():
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=1 << 20, refill_entries=16)
     kept = []
 
     async def body(loop, protocols, reader, writer):
         p = protocols[0]
         p.hold = True
         zcrx.area_memory()[0:4] = b"last"
-        zcrx._feed(p.transport, 4, 0)
+        zcrx.feed(p.transport, 4, 0)
         kept.append(p.pieces[0])
         p.transport.close()
         await asyncio.sleep(0.01)
@@ -492,7 +484,7 @@ def test_the_ring_belongs_to_the_first_loop_thread_and_other_loops_receive_ordin
     the ring's issuer.  A second loop meanwhile gets ordinary receives, with
     the data intact."""
     import threading
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=1 << 20, refill_entries=16)
     results = {}
 
     def serve(name, feed):
@@ -501,8 +493,8 @@ def test_the_ring_belongs_to_the_first_loop_thread_and_other_loops_receive_ordin
             info = p.transport.get_extra_info("zerocopy_receive")
             if feed:
                 zcrx.area_memory()[0:2] = b"zc"
-                zcrx._feed(p.transport, 2, 0)
-                zcrx._post_end_of_stream(p.transport)
+                zcrx.feed(p.transport, 2, 0)
+                zcrx.post_end_of_stream(p.transport)
                 for _ in range(100):
                     if "eof" in p.events:
                         break
@@ -528,11 +520,11 @@ def test_the_ring_belongs_to_the_first_loop_thread_and_other_loops_receive_ordin
 
 
 def test_a_refused_recv_zc_leaves_the_connection_on_ordinary_receives(caplog):
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=1 << 20, refill_entries=16)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=1 << 20, refill_entries=16)
 
     async def body(loop, protocols, reader, writer):
         p = protocols[0]
-        zcrx._feed(p.transport, -22, 0, more=False)      # -EINVAL before any piece
+        zcrx.feed(p.transport, -22, 0, more=False)      # -EINVAL before any piece
         writer.write(b"still served")
         for _ in range(100):
             if p.events:
@@ -552,13 +544,13 @@ def test_a_refused_recv_zc_leaves_the_connection_on_ordinary_receives(caplog):
 def test_small_held_pieces_count_as_the_buffers_they_pin():
     """A 100-byte piece still pins a page of the area: nine of them in a
     64 KiB area pass half of it and stop the receive."""
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=64 * 1024, refill_entries=64)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=64 * 1024, refill_entries=64)
 
     async def body(loop, protocols, reader, writer):
         p = protocols[0]
         p.hold = True
         for i in range(9):
-            zcrx._feed(p.transport, 100, i * 4096)
+            zcrx.feed(p.transport, 100, i * 4096)
         await asyncio.sleep(0.01)
         info = p.transport.get_extra_info("zerocopy_receive")
         assert info["held_bytes"] == 900 and info["held_area"] == 9 * 4096
@@ -575,14 +567,14 @@ def test_closing_the_queue_leaves_live_connections_on_ordinary_receives():
     """zcrx.close() while connections are up, one of them stopped for area
     pressure: both go on receiving with ordinary RECVs; a piece held from
     before stays readable and giving it back later is harmless."""
-    zcrx = uringloop.ZeroCopyReceive._simulated(area_size=64 * 1024, refill_entries=64)
+    zcrx = SimulatedZeroCopyReceive.make(area_size=64 * 1024, refill_entries=64)
 
     async def body(loop, protocols, reader, writer):
         p = protocols[0]
         p.hold = True
         zcrx.area_memory()[0:4] = b"kept"
         for i in range(9):                                # past half: stopped
-            zcrx._feed(p.transport, 4096, i * 4096)
+            zcrx.feed(p.transport, 4096, i * 4096)
         await asyncio.sleep(0.01)
         assert p.transport.get_extra_info("zerocopy_receive")["stopped_for_area"] == 1
         zcrx.close()

@@ -51,12 +51,9 @@ cdef class Ring:
 
 
 cdef class Operation:
-    # One request the kernel may still be working on.  Life cycle:
-    #   queued (SQE written, reference taken) -> in flight (submitted)
-    #   -> completed (last CQE: F_MORE clear; reference dropped).
-    # A cancelled operation stays alive, with its buffers, until that last CQE.
-    # Submitted by arm() (or, for a transport's own requests, by the
-    # transport).  The whole rule and its exceptions: operation.pyx's header.
+    # One request the kernel may still be working on: made, armed, in
+    # flight, completing, done (or cancelled, drained).  The life cycle and
+    # its exceptions: operation.pyx's header, the one place it is written.
     cdef RingLoop loop
     cdef object future
     cdef bint in_flight
@@ -119,6 +116,8 @@ cdef class RingLoop:
     cdef BufferPool buffer_pool   # registered buffers, made on first use
 
     cdef io_uring_sqe *sqe_for(self, Operation op) except NULL
+    cdef int track(self, Operation op, io_uring_sqe *sqe) except -1
+    cdef int forget(self, Operation op) except -1
     cdef int cancel_op(self, Operation op) except -1
     cdef int cancel_fd(self, int fd) except -1
     cdef int wait_and_reap(self, int64_t timeout_ns, unsigned held) except -1

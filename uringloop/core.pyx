@@ -133,6 +133,38 @@ def debug_counters():
     }
 
 
+def _break_a_rule(str rule):
+    """Tests of the debug build only (tests/test_life_cycle_checks.py):
+    break one of the rules the debug build checks, which stops the process
+    with Py_FatalError, as a bug that broke it would.  Raises RuntimeError
+    in the normal build, which does not check (and would corrupt memory)."""
+    cdef RingLoop loop
+    cdef Operation op
+    cdef StreamTransport tr
+    if not UL_DEBUG_BUILD:
+        raise RuntimeError('only the debug build checks these rules')
+    loop = Loop()
+    op = Operation.__new__(Operation)
+    op.loop = loop
+    if rule == 'submitted twice':
+        ul_prep_nop(loop.sqe_for(op))
+        ul_prep_nop(loop.sqe_for(op))
+    elif rule == 'completed twice':
+        loop.dispatch(op, 0, 0)
+    elif rule in ('read state', 'send state'):
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        tr = loop._make_socket_transport(a, protocols.Protocol())
+        if rule == 'read state':
+            tr.abort()                          # -> READ_CLOSED
+            tr.set_read_state(READ_ON)          # a closed transport reads again
+        else:
+            tr.set_send_state(SEND_SENDING)     # a send never written from idle
+    else:
+        raise ValueError(f'no such rule: {rule!r}')
+    raise AssertionError(f'the debug build did not stop at {rule!r}')
+
+
 cdef inline int hold_view(object obj, Py_buffer *view, int flags) except -1:
     """PyObject_GetBuffer, counted in the debug build; pair with drop_view."""
     PyObject_GetBuffer(obj, view, flags)
@@ -443,9 +475,11 @@ include "sockops.pyx"
 include "fdwatch.pyx"
 include "buffer_pool.pyx"
 include "zcrx.pyx"
+include "zcrx_simulated.pyx"
 include "transports/base.pyx"
 include "transports/zerocopy.pyx"
 include "transports/stream.pyx"
+include "transports/stream_readers.pyx"
 include "transports/server.pyx"
 include "transports/datagram.pyx"
 include "transports/pipes.pyx"
@@ -531,21 +565,40 @@ cdef class RingLoop:
     # ---- submission -------------------------------------------------
 
     cdef io_uring_sqe *sqe_for(self, Operation op) except NULL:
-        """A fresh SQE whose user_data is `op` (None: a request whose
-        completion nobody reads, such as a cancel)."""
+        """A fresh SQE of this loop's ring whose user_data is `op`, which
+        is in flight from now on (track)."""
         cdef io_uring_sqe *sqe = self.ring.sqe()
-        if op is not None:
-            if UL_DEBUG_BUILD and op.in_flight:
-                # the life cycle (docs/design.md): one request per
-                # Operation at a time; a second would drop the reference at
-                # the first one's final CQE while the kernel holds the other
-                Py_FatalError(b'uringloop: an Operation submitted while its '
-                              b'request is in flight')
-            Py_INCREF(op)
-            op.in_flight = True
-            self.ops_in_flight += 1
-            ul_sqe_set_data(sqe, <uint64_t><uintptr_t><PyObject *>op)
+        self.track(op, sqe)
         return sqe
+
+    cdef int track(self, Operation op, io_uring_sqe *sqe) except -1:
+        """op's request is written in sqe (of this loop's ring, or of a zcrx
+        queue's, whose completions come to dispatch() too; NULL for a
+        simulated one): tag it with op, take the kernel's reference, count
+        it in flight (operation.pyx, the life of a request)."""
+        if UL_DEBUG_BUILD and op.in_flight:
+            # one request per Operation at a time; a second would drop the
+            # reference at the first one's final CQE while the kernel holds
+            # the other
+            Py_FatalError(b'uringloop: an Operation submitted while its '
+                          b'request is in flight')
+        Py_INCREF(op)
+        op.in_flight = True
+        self.ops_in_flight += 1
+        if sqe != NULL:
+            ul_sqe_set_data(sqe, <uint64_t><uintptr_t><PyObject *>op)
+        return 0
+
+    cdef int forget(self, Operation op) except -1:
+        """The ring that held op's request is closed (a zcrx queue's): the
+        kernel posts no final completion, so end it as one would."""
+        if not op.in_flight:
+            return 0
+        op.in_flight = False
+        op.cancel_requested = False
+        self.ops_in_flight -= 1
+        Py_DECREF(op)
+        return 0
 
     cdef int cancel_op(self, Operation op) except -1:
         if not op.in_flight or op.cancel_requested or not self.ring.open:

@@ -1,19 +1,22 @@
 # Operation: one io_uring request and everything the kernel may touch for it.
 # Included by core.pyx; declarations in core.pxd.
 #
-# The life of a request -- the rule every subclass follows:
+# The life of a request -- written here once; every Operation follows it,
+# and the exceptions below are the only ones:
 #
 #   made        the subclass holds what the kernel reads or writes (buffers,
 #               a sockaddr, an iovec array) for as long as it may
-#   armed       arm() writes its SQE: the one name for submitting, the
-#               first time and again (a SocketOperation after -EAGAIN, a
-#               single-shot poll re-armed).  loop.sqe_for(op) sets
-#               user_data to op, takes one reference for the kernel, sets
-#               in_flight and counts it in loop.ops_in_flight
-#   in flight   submitted by the loop's next io_uring_enter (Ring.enter)
-#   completing  each CQE: complete(res, flags), in op.context
+#   armed       its own arm() writes its SQE -- the one way a request is
+#               submitted, the first time and again (a SocketOperation
+#               after -EAGAIN, a single-shot poll, a reader of a stream).
+#               loop.sqe_for(op) (RingLoop.track) tags the SQE with op,
+#               takes one reference for the kernel, sets in_flight and
+#               counts it in loop.ops_in_flight
+#   in flight   handed to the kernel by the loop's next io_uring_enter
+#   completing  each CQE: RingLoop.dispatch() runs complete(res, flags) in
+#               op.context, an exception going to the loop's handler
 #   done        the CQE without F_MORE: in_flight cleared, the kernel's
-#               reference dropped (RingLoop.dispatch)
+#               reference dropped (dispatch)
 #
 #   cancelled   abandon() / loop.cancel_op(): an ASYNC_CANCEL whose own CQE
 #               is skipped; the operation, and its buffers, live on until
@@ -22,16 +25,23 @@
 #               accept closes the fd it got), and close() waits for all of
 #               them before the ring is unmapped
 #
-# The exceptions, each for a reason given where it is built (the full table:
-# docs/design.md, "The life of a request"): multishot requests (RECV,
-# RECVMSG) post many CQEs with F_MORE on one reference; a SEND_ZC's final
-# CQE is its F_NOTIF notification; cancels and a pipe's linked POLL_ADD head
-# carry user_data 0; the transports' own requests (StreamRecv, StreamSend,
-# ZcSend, DatagramSend) are written by their transport, which owns the queue
-# they send from (start_reading, submit_send, flush_sends); zcrx's RECV_ZC
-# requests live on its own Ring, tagged with integer tokens.  The debug
-# build (UL_DEBUG_BUILD) stops the process on a second request of an
-# Operation in flight and on a completion for one with none.
+# The exceptions, each for a reason given where it is built (the table:
+# docs/design.md, "The life of a request"):
+#   - multishot requests post many CQEs with F_MORE on one reference: a
+#     stream's RingReader (RECV) and ZeroCopyReader (RECV_ZC), a datagram
+#     transport's DatagramRecv (RECVMSG);
+#   - a zero-copy send's final CQE is its F_NOTIF notification, after the
+#     send's own completion (ZcSend, a zero-copy DatagramSend);
+#   - requests nobody waits for carry user_data 0 and hold no reference:
+#     cancels (Ring.cancel), a pipe's linked POLL_ADD head (PipeIO.arm),
+#     the simulated end of stream's TIMEOUT head (zcrx_simulated.pyx);
+#   - a ZeroCopyReader's RECV_ZC is written on its zcrx queue's own Ring,
+#     tagged and counted as on the loop's (RingLoop.track); the queue
+#     reaps that ring into the same dispatch(); when the queue's ring is
+#     closed the kernel posts no final CQE, and RingLoop.forget() ends it.
+# The debug build (UL_DEBUG_BUILD) stops the process on a second request of
+# an Operation in flight and on a completion for one with none
+# (tests/test_life_cycle_checks.py makes both happen).
 
 
 cdef class Operation:

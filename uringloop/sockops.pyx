@@ -3,7 +3,7 @@
 #
 # Receives, accepts and connects are not requests of their own: the loop
 # makes the socket module's call, and only when it would block waits for
-# readiness with a SocketPoll, then calls again (RingLoop.sock_recv and the
+# readiness with a SocketPoll, then calls again (sock_recv and the
 # others).  A RECV or ACCEPT in the ring takes the bytes or the connection
 # before the task that asked for them resumes; if that task is cancelled
 # meanwhile, they exist only in the loop, and nobody else using the socket

@@ -42,11 +42,10 @@ cdef class ZeroCopyReceive:
     # the data path (bound to the loop whose thread registered the queue)
     cdef RingLoop loop
     cdef int efd                      # the ring's eventfd, watched by the loop
-    cdef bint simulated               # tests: no kernel queue behind the area
-    cdef dict conns                   # user_data token -> StreamTransport
-    cdef uint64_t next_token
+    cdef bint simulated               # SimulatedZeroCopyReceive (zcrx_simulated.pyx)
+    cdef set readers                  # ZeroCopyReaders whose RECV_ZC is armed
     cdef list returns_waiting         # (off, len) the full refill queue refused
-    cdef list starved                 # transports stopped for area pressure
+    cdef list starved                 # ZeroCopyReaders stopped for area pressure
     cdef bint in_batch
     cdef bint draining                # close(): RECV_ZC requests are being ended
     cdef readonly Py_ssize_t outstanding_bytes   # pieces not given back
@@ -62,14 +61,13 @@ cdef class ZeroCopyReceive:
     cdef release_ring(self)
     cdef bint bind(self, RingLoop loop) except -1
     cdef bint serves(self, RingLoop loop)
-    cdef int arm(self, object tr) except -1
-    cdef int disarm(self, object tr) except -1
+    cdef bint arm(self, ZeroCopyReader reader) except -1
+    cdef int disarm(self, ZeroCopyReader reader) except -1
     cdef int submit(self) except -1
     cdef int reap(self) except -1
-    cdef int complete(self, uint64_t token, int32_t res, uint32_t flags,
-                      uint64_t off) except -1
-    cdef int complete_for(self, object transport, uint64_t token, int32_t res,
-                          uint32_t flags, uint64_t off) except -1
+    cdef ZeroCopyPiece new_piece(self, uint64_t off, int32_t res)
+    cdef bint past_high_water(self)
+    cdef int refused(self, int32_t res) except -1
     cdef int give(self, uint64_t off, uint32_t length) except -1
     cdef int commit(self) except -1
     cdef int drain(self) except -1

@@ -382,80 +382,12 @@ cdef class ZeroCopyReceive:
         self.area = self.region = None
         self.area_base = NULL
 
-    @classmethod
-    def _simulated(cls, *, area_size=1 << 20, refill_entries=64, area_id=3):
-        """Tests only: a ZeroCopyReceive whose area and refill queue are real
-        memory in the kernel's layout (head at 0, tail at 4, entries at 64)
-        with a real CQE32 ring and eventfd, but no NIC queue behind it.  The
-        test writes payload into area_memory() and calls _feed() where the
-        kernel would post a RECV_ZC completion."""
-        cdef ZeroCopyReceive self = cls('simulated', area_size=area_size,
-                                        refill_entries=refill_entries)
-        cdef Py_buffer view
-        self.tried = True
-        self.simulated = True
-        self.open_ring()
-        self.area = _mmap.mmap(-1, self.area_size)
-        self.region = _mmap.mmap(-1, 4096 + self.refill_entries * sizeof(ul_zcrx_rqe))
-        hold_view(self.area, &view, PyBUF_WRITABLE)
-        self.area_base = <char *>view.buf
-        drop_view(&view)
-        self.refill = RefillQueue(self.region, 0, 4, 64, self.refill_entries)
-        self.area_token = <uint64_t>area_id << UL_ZCRX_AREA_SHIFT
-        self.registered = True
-        return self
-
     def area_memory(self):
-        """Tests only (simulated): the area, writable, as the NIC sees it."""
+        """Tests only (a simulated queue, SimulatedZeroCopyReceive): the
+        area, writable, as the NIC sees it."""
         if not self.simulated:
             raise RuntimeError('only a simulated zero-copy receive exposes its area')
         return memoryview(self.area)
-
-    def _region_memory(self):
-        """Tests only (simulated): the refill queue region (head at 0, tail at
-        4, entries at 64), to play the kernel's side of it."""
-        if not self.simulated:
-            raise RuntimeError('only a simulated zero-copy receive exposes its region')
-        return memoryview(self.region)
-
-    def _feed(self, transport, int32_t res, uint64_t offset, bint more=True):
-        """Tests only (simulated): what a RECV_ZC completion for transport
-        would do -- res bytes at offset in the area, F_MORE set unless more
-        is False."""
-        cdef StreamTransport tr = transport
-        if not self.simulated:
-            raise RuntimeError('only a simulated zero-copy receive takes fed completions')
-        if tr.zc_token == 0 or tr.zc_token not in self.conns:
-            raise ValueError('the transport has no receive armed on this queue')
-        self.complete(tr.zc_token, res, IORING_CQE_F_MORE if more else 0,
-                      (self.area_token | offset) if res > 0 else 0)
-        self.commit()
-
-    def _post_end_of_stream(self, transport, double delay=0.002):
-        """Tests only (simulated): make the kernel post, after `delay`
-        seconds, a completion on the dedicated ring with the transport's
-        token, res 0 and no F_MORE -- what RECV_ZC posts at end of stream.
-        It is a NOP linked behind a TIMEOUT (whose expiry does not break the
-        link): like a RECV_ZC completion it is issued from the kernel's
-        deferred task work, which signals the eventfd, and the loop must
-        enter the ring to see it."""
-        cdef StreamTransport tr = transport
-        cdef __kernel_timespec ts
-        cdef io_uring_sqe *sqe
-        if not self.simulated or not self.ring.open:
-            raise RuntimeError('only an open simulated zero-copy receive posts completions')
-        if ul_sq_space(&self.ring.r) < 2:
-            self.submit()
-        ts.tv_sec = <int64_t>delay
-        ts.tv_nsec = <long long>((delay - ts.tv_sec) * 1e9)
-        sqe = self.ring.sqe()
-        ul_prep_timeout_keep_link(sqe, &ts)
-        ul_sqe_set_flags(sqe, IOSQE_IO_LINK)
-        ul_sqe_set_data(sqe, 0)
-        sqe = self.ring.sqe()
-        ul_prep_nop(sqe)
-        ul_sqe_set_data(sqe, tr.zc_token)
-        self.submit()
 
     # -- the data path -------------------------------------------------------
 
@@ -483,44 +415,30 @@ cdef class ZeroCopyReceive:
         loop.add_watch(loop.readers, self.efd, POLLIN, self._on_ready, ())
         return True
 
-    cdef int arm(self, object transport) except -1:
-        cdef StreamTransport tr = transport
+    cdef bint arm(self, ZeroCopyReader reader) except -1:
+        """Write the reader's multishot RECV_ZC on this queue's ring, tagged
+        with the reader as on the loop's ring (RingLoop.track); False when
+        the queue is closed or draining (the connection then receives
+        ordinarily)."""
         cdef io_uring_sqe *sqe
-        cdef uint64_t token = tr.zc_token
         if not self.ring.open or self.draining:
-            # closed (or its loop closed) meanwhile: receive ordinarily
-            return tr.zc_off(True)
-        if token == 0:
-            self.next_token += 1
-            token = self.next_token
-        self.conns[token] = tr
-        if not self.simulated:
-            sqe = self.ring.sqe()
-            ul_prep_recv_zc(sqe, tr.fd, self.zcrx_id)
-            ul_sqe_set_data(sqe, token)
-            if not self.in_batch:
-                self.submit()
-        return tr.zc_armed(token)
+            return False
+        sqe = self.ring.sqe()
+        ul_prep_recv_zc(sqe, reader.transport.fd, self.zcrx_id)
+        self.loop.track(reader, sqe)
+        self.readers.add(reader)
+        if not self.in_batch:
+            self.submit()
+        return True
 
-    cdef int disarm(self, object transport) except -1:
-        cdef StreamTransport tr = transport
-        cdef io_uring_sqe *sqe
-        if not tr.recv_armed:
-            if tr.closing:
-                self.conns.pop(tr.zc_token, None)
+    cdef int disarm(self, ZeroCopyReader reader) except -1:
+        if not reader.in_flight or reader.cancel_requested:
             return 0
-        if self.simulated:
-            # what the kernel does for a cancelled RECV_ZC: a final CQE
-            self.loop.call_soon(self._complete_later, tr.zc_token, -ECANCELED)
-            return 0
-        self.ring.cancel(tr.zc_token, 0, -1)
+        reader.cancel_requested = True
+        self.ring.cancel(<uint64_t><uintptr_t><PyObject *>reader, 0, -1)
         if not self.in_batch:
             self.submit()
         return 0
-
-    def _complete_later(self, uint64_t token, int32_t res):
-        self.complete(token, res, 0, 0)
-        self.commit()
 
     cdef int submit(self) except -1:
         """Submit what is queued, and run the RECV_ZC work the kernel
@@ -538,81 +456,56 @@ cdef class ZeroCopyReceive:
         self.reap()
 
     cdef int reap(self) except -1:
+        """Each completion of this ring goes to its reader through the loop's
+        one dispatch (its context, its exception handling), with the
+        piece's area offset from the CQE32's second half."""
         cdef CqeCopy c
         cdef unsigned rounds = 0
+        cdef Operation op
         self.submit()               # runs the queued RECV_ZC work: CQEs appear
         self.in_batch = True
         try:
             while rounds < 4 * self.ring.r.cq_entries and self.ring.next_cqe(&c):
                 rounds += 1
                 if c.user_data != 0:
-                    self.complete(c.user_data, c.res, c.flags, c.extra)
+                    op = <Operation><PyObject *><uintptr_t>c.user_data
+                    if type(op) is ZeroCopyReader:
+                        (<ZeroCopyReader>op).cqe_off = c.extra
+                    self.loop.dispatch(op, c.res, c.flags)
         finally:
             self.in_batch = False
         self.commit()
         self.submit()               # the re-arms and cancels queued meanwhile
         return 0
 
-    cdef int complete(self, uint64_t token, int32_t res, uint32_t flags,
-                      uint64_t off) except -1:
-        cdef StreamTransport tr = self.conns.get(token)
-        cdef bint entered = False
-        if tr is None:
-            if res > 0:
-                self.give(ul_zcrx_rqe_off(off, self.area_token), <uint32_t>res)
-            return 0
-        if tr.context is not None:
-            try:            # the transport's context, as in RingLoop.reap
-                PyContext_Enter(tr.context)
-                entered = True
-            except RuntimeError:
-                pass
-        try:
-            return self.complete_for(tr, token, res, flags, off)
-        finally:
-            if entered:
-                PyContext_Exit(tr.context)
+    cdef ZeroCopyPiece new_piece(self, uint64_t off, int32_t res):
+        """The piece a RECV_ZC completion names: res bytes at off."""
+        cdef ZeroCopyPiece piece = ZeroCopyPiece.__new__(ZeroCopyPiece)
+        piece.owner = self
+        piece.area = self.area
+        piece.ptr = <char *>ul_zcrx_data(self.area_base, off)
+        piece.rqe_off = ul_zcrx_rqe_off(off, self.area_token)
+        piece.length = <uint32_t>res
+        UL_COUNT(UL_LIVE_ZCRX_PIECES, 1)
+        self.outstanding_bytes += res
+        self.held_area += area_cost(res)
+        self.zerocopy_bytes += res
+        self.pieces += 1
+        return piece
 
-    cdef int complete_for(self, object transport, uint64_t token, int32_t res,
-                          uint32_t flags, uint64_t off) except -1:
-        cdef StreamTransport tr = transport
-        cdef ZeroCopyPiece piece
-        cdef bint final = (flags & IORING_CQE_F_MORE) == 0
-        if final and (tr.closing or tr.conn_lost):
-            del self.conns[token]
-        if res > 0 and not final:
-            piece = ZeroCopyPiece.__new__(ZeroCopyPiece)
-            piece.owner = self
-            piece.area = self.area
-            piece.ptr = <char *>ul_zcrx_data(self.area_base, off)
-            piece.rqe_off = ul_zcrx_rqe_off(off, self.area_token)
-            piece.length = <uint32_t>res
-            UL_COUNT(UL_LIVE_ZCRX_PIECES, 1)
-            self.outstanding_bytes += res
-            self.held_area += area_cost(res)
-            self.zerocopy_bytes += res
-            self.pieces += 1
-            # past high water, the connection that received stops its
-            # RECV_ZC until the area has room again (give())
-            starve = (self.held_area > self.high_water and not tr.zc_starved
-                      and not tr.closing)
-            if starve:
-                self.starved.append(tr)
-            return tr.zc_received(piece, starve)
-        if res == -ENOSPC:
-            res = -ENOBUFS          # the CQ overflowed: arm again, like a dry buffer ring
-        elif final and (res == -EINVAL or res == -EOPNOTSUPP) and tr.zc_received_bytes == 0:
-            # the kernel refused RECV_ZC for this socket (nothing was
-            # consumed from it): the re-arm below is an ordinary RECV
-            self.fallbacks += 1
-            if self.fallbacks == 1:
-                logger.warning('uringloop: RECV_ZC refused on %s queue %d (%s); that '
-                               'connection receives ordinarily', self.interface,
-                               self.queue, os.strerror(-res))
-            self.conns.pop(token, None)
-            tr.zc_refused()
-            res = -ENOBUFS
-        return tr.recv_completed(res, flags, None, False)
+    cdef bint past_high_water(self):
+        """The held pieces pin more than high_water of the area: the
+        connection that received stops until give() brings it under
+        low_water."""
+        return self.held_area > self.high_water
+
+    cdef int refused(self, int32_t res) except -1:
+        self.fallbacks += 1
+        if self.fallbacks == 1:
+            logger.warning('uringloop: RECV_ZC refused on %s queue %d (%s); that '
+                           'connection receives ordinarily', self.interface,
+                           self.queue, os.strerror(-res))
+        return 0
 
     cdef int give(self, uint64_t off, uint32_t length) except -1:
         self.outstanding_bytes -= length
@@ -625,8 +518,8 @@ cdef class ZeroCopyReceive:
             self.commit()
         if self.starved and self.held_area <= self.low_water:
             starved, self.starved = self.starved, []
-            for t in starved:
-                (<StreamTransport>t).zc_room_again()
+            for reader in starved:
+                (<ZeroCopyReader>reader).room_again()
         return 0
 
     cdef int commit(self) except -1:
@@ -655,37 +548,30 @@ cdef class ZeroCopyReceive:
         and each re-arms with an ordinary RECV (arm() refuses while
         draining).  Exiting the ring at once instead could let a RECV_ZC
         still take bytes from a socket after the ordinary RECV took over."""
-        cdef StreamTransport tr
         cdef double deadline = monotonic() + 1.0
         self.draining = True
-        if not self.ring.open or self.simulated:
+        if not self.ring.open:
             return 0
-        for t in list(self.conns.values()):
-            self.disarm(t)
+        for reader in list(self.readers):
+            self.disarm(reader)
         self.submit()
-        while monotonic() < deadline:
-            for t in self.conns.values():
-                tr = t
-                if tr.zc_rx and tr.recv_armed:
-                    break
-            else:
-                break
+        while self.readers and monotonic() < deadline:
             self.ring.enter(1, 100000000)
             self.reap()
         return 0
 
     cdef int detach(self, bint rearm) except -1:
-        """Unbind the queue: the kernel ends every connection's RECV_ZC;
-        with rearm (the loop runs on), those connections go on with ordinary
-        receives.  Pieces still held stay readable (the area stays mapped
-        while they live); giving them back then does nothing."""
-        conns, self.conns = self.conns, {}
-        starved, self.starved = self.starved, []
+        """Unbind the queue: its ring closes, which ends every connection's
+        RECV_ZC without a completion; with rearm (the loop runs on), those
+        connections go on with ordinary receives.  Pieces still held stay
+        readable (the area stays mapped while they live); giving them back
+        then does nothing."""
+        readers = list(self.readers) + [r for r in self.starved if r not in self.readers]
+        self.readers = set()
+        self.starved = []
         self.release_ring()
-        everyone = {id(t): t for t in starved}
-        everyone.update((id(t), t) for t in conns.values())
-        for t in everyone.values():
-            (<StreamTransport>t).zc_off(rearm)
+        for reader in readers:
+            (<ZeroCopyReader>reader).transport.zc_off(rearm)
         self.returns_waiting = []
         self.loop = None
         self.refill = None
@@ -712,7 +598,7 @@ cdef class ZeroCopyReceive:
         self.ring = new_ring('the zero-copy receive ring',
                              'the zero-copy receive ring is not open')
         self.efd = -1
-        self.conns = {}
+        self.readers = set()
         self.returns_waiting = []
         self.starved = []
 

@@ -1,11 +1,20 @@
 # Declarations of the datagram transport (bodies in transports/datagram.pyx).
 
+# The read state (DatagramTransport.read_state, changed by set_read_state();
+# docs/design.md, "Datagram transport states")
+cdef enum:
+    DGRAM_READING       # the RECVMSG is armed, or is at the next chance
+    DGRAM_PAUSED        # pause_reading(): the RECVMSG is cancelled; what it
+                        # posted before the cancel landed is kept
+    DGRAM_CLOSED        # close(), abort(), a fatal error: nothing is delivered
+
+
 cdef class DatagramTransport(BaseTransport):
     cdef object address              # the connected peer, or None
+    cdef int read_state              # DGRAM_*
     cdef DatagramRecv recv_op
-    cdef bint recv_armed
-    cdef bint reading_paused
-    cdef list paused_datagrams       # arrived while the RECVMSG was being cancelled
+    cdef list kept                   # (data, addr) that came while paused, or
+                                     # before those were handed over; or None
     cdef object write_queue          # deque of DatagramSend, oldest first
     cdef object queue_append         # its bound append and popleft (a lookup
     cdef object queue_popleft        # per call: 3% of a registered sender)
@@ -21,6 +30,7 @@ cdef class DatagramTransport(BaseTransport):
     cdef Py_ssize_t chains, links, links_again   # get_extra_info('send_chains')
     cdef ZeroCopyPolicy zc
 
+    cdef int set_read_state(self, int state) except -1
     cdef int start_reading(self) except -1
     cdef int release_ops(self) except -1
     cdef bint deliver(self, object data, object addr) except -1
@@ -37,7 +47,6 @@ cdef class DatagramTransport(BaseTransport):
     cdef int schedule_flush(self) except -1
     cdef int wait_writable(self) except -1
     cdef int flush_sends(self) except -1
-    cdef int prep_link(self, DatagramSend op, bint link) except -1
     cdef int link_completed(self, DatagramSend op, int32_t res) except -1
     cdef int chain_done(self) except -1
     cdef int send_op_done(self, DatagramSend op) except -1
@@ -65,6 +74,8 @@ cdef class DatagramSend(Operation):
     cdef bint zerocopy               # the request is a SEND_ZC
     cdef bint queued                 # in the transport's write_queue
     cdef DatagramSend next_spare     # in the transport's spares
+
+    cdef int arm(self, bint link) except -1
 
 
 cdef class DatagramWritable(Operation):

@@ -63,6 +63,13 @@ cdef Py_ssize_t CHAIN_MAX = 256
 cdef Py_ssize_t CHAIN_MIN = 4
 cdef Py_ssize_t SPARE_OPS_MAX = 256
 
+# The moves between read states that set_read_state() allows (a bit per
+# state each may go to); docs/design.md has the table.
+cdef int[3] DGRAM_MOVES
+DGRAM_MOVES[DGRAM_READING] = (1 << DGRAM_PAUSED) | (1 << DGRAM_CLOSED)
+DGRAM_MOVES[DGRAM_PAUSED] = (1 << DGRAM_READING) | (1 << DGRAM_CLOSED)
+DGRAM_MOVES[DGRAM_CLOSED] = 0
+
 
 @cython.final
 cdef class DatagramSend(Operation):
@@ -87,6 +94,39 @@ cdef class DatagramSend(Operation):
 
     cdef int release(self) except -1:
         self.data = None
+        return 0
+
+    cdef int arm(self, bint link) except -1:
+        """Its link of a chain (flush_sends): SEND or SEND_ZC, the address
+        in the SQE, MSG_DONTWAIT; IOSQE_IO_LINK unless it is the last."""
+        cdef DatagramTransport tr = self.transport
+        cdef io_uring_sqe *sqe
+        cdef object data = self.data
+        cdef bint fixed = type(data) is ZeroCopyFuture and (<ZeroCopyFuture>data).buf_index >= 0
+        cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if tr.zc.report_usage else 0
+        cdef int msg_flags = MSG_NOSIGNAL | MSG_DONTWAIT
+        self.zerocopy = tr.zc.wants(data, self.iov.iov_len)
+        sqe = self.loop.sqe_for(self)
+        # SEND and SEND_ZC with the address in the SQE (6.1): no msghdr for
+        # the kernel to copy in, unlike SENDMSG (measured: its header and
+        # iovec copies were 3% of the CPU of a 4000-byte SEND_ZC flood)
+        if self.zerocopy and fixed:
+            # from a registered buffer: no pages to pin
+            ul_prep_send_zc_fixed(sqe, tr.fd, self.iov.iov_base, self.iov.iov_len,
+                                  msg_flags, zc_flags, (<ZeroCopyFuture>data).buf_index)
+            tr.zc.fixed_sends += 1
+        elif self.zerocopy:
+            ul_prep_send_zc(sqe, tr.fd, self.iov.iov_base, self.iov.iov_len, msg_flags, zc_flags)
+        else:
+            ul_prep_send(sqe, tr.fd, self.iov.iov_base, self.iov.iov_len, msg_flags)
+        if self.addrlen:
+            ul_prep_send_set_addr(sqe, <sockaddr *>&self.addr, self.addrlen)
+        if link:
+            ul_sqe_set_flags(sqe, IOSQE_IO_LINK)
+        if self.zerocopy:
+            tr.zc.notifs_pending += 1
+            if type(data) is ZeroCopyFuture:
+                (<ZeroCopyFuture>data).zc_inflight += 1
         return 0
 
 
@@ -119,19 +159,30 @@ cdef class DatagramTransport(BaseTransport):
     def __class__(self):
         return AsyncioDatagramTransport
 
+    cdef int set_read_state(self, int state) except -1:
+        """The one place the read state changes; the debug build stops the
+        process on a move DGRAM_MOVES does not have."""
+        if UL_DEBUG_BUILD and not (DGRAM_MOVES[self.read_state] & (1 << state)):
+            Py_FatalError(b'uringloop: a datagram transport moved between read '
+                          b'states its table does not join')
+        self.read_state = state
+        return 0
+
     cdef int start_reading(self) except -1:
-        if self.recv_armed or self.closing or self.reading_paused:
+        """Arm the RECVMSG, when reading is on, nothing kept waits and it
+        is not in flight (a cancelled one still is, until its final
+        completion, which calls this again)."""
+        if (self.recv_op.in_flight or self.read_state != DGRAM_READING
+                or self.kept is not None):
             return 0
         self.recv_op.arm()
-        self.recv_armed = True
-        self.op_started()
-        return 0
+        return self.op_started()
 
     def _start_reading_cb(self):
         self.start_reading()
 
     def is_reading(self):
-        return not self.reading_paused and not self.closing
+        return self.read_state == DGRAM_READING
 
     # The rest of the asyncio.Transport interface that the class this
     # transport reports as __class__ declares, answered as asyncio's base
@@ -154,31 +205,35 @@ cdef class DatagramTransport(BaseTransport):
         """Stop calling datagram_received until resume_reading() (as the
         stdlib's datagram transports do): the RECVMSG is cancelled; what
         arrives meanwhile stays in the socket's receive queue."""
-        if self.closing or self.reading_paused:
+        if self.read_state != DGRAM_READING:
             return
-        self.reading_paused = True
-        if self.recv_armed:
-            self.loop.cancel_op(self.recv_op)
+        self.set_read_state(DGRAM_PAUSED)
+        self.loop.cancel_op(self.recv_op)
 
     def resume_reading(self):
-        if self.closing or not self.reading_paused:
+        if self.read_state != DGRAM_PAUSED:
             return
-        self.reading_paused = False
-        self.loop.call_soon(self._deliver_paused)
+        self.set_read_state(DGRAM_READING)
+        if self.kept is not None:
+            self.loop.call_soon(self._deliver_kept)
+        else:
+            self.start_reading()
 
-    def _deliver_paused(self):
-        """Hand over what arrived as reading was paused, oldest first, then
-        read again -- unless reading was paused again meanwhile (also by
-        datagram_received() itself): no datagram_received() while paused."""
+    def _deliver_kept(self):
+        """Hand over what was kept, oldest first, while reading stays on
+        (datagram_received() may pause it again: no datagram_received()
+        while paused), then read again.  Rescheduled if a callback raised
+        KeyboardInterrupt or SystemExit: the rest is handed over when the
+        loop runs again."""
         try:
-            while self.paused_datagrams and not self.reading_paused and not self.closing:
-                data, addr = self.paused_datagrams.pop(0)
-                if not self.deliver(data, addr):
-                    return
+            while self.kept is not None and self.read_state == DGRAM_READING:
+                data, addr = self.kept.pop(0)
+                if not self.kept:
+                    self.kept = None
+                self.deliver(data, addr)
         except BaseException:
-            # datagram_received() raised KeyboardInterrupt or SystemExit: the
-            # rest is delivered when the loop runs again
-            self.loop.call_soon(self._deliver_paused)
+            if self.kept is not None:
+                self.loop.call_soon(self._deliver_kept)
             raise
         self.start_reading()
 
@@ -197,15 +252,16 @@ cdef class DatagramTransport(BaseTransport):
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1:
         if final:
-            self.recv_armed = False
             self.op_finished()
-        if self.closing:
+        if self.read_state == DGRAM_CLOSED:
             return 0
         try:
-            if res >= 0 and (self.reading_paused or self.paused_datagrams):
+            if res >= 0 and (self.read_state == DGRAM_PAUSED or self.kept is not None):
                 # posted before the cancel reached the kernel, or behind
                 # datagrams kept so: keep it, in order
-                self.paused_datagrams.append((data, addr))
+                if self.kept is None:
+                    self.kept = []
+                self.kept.append((data, addr))
             elif res >= 0:
                 self.deliver(data, addr)
             elif res == -ECANCELED:
@@ -472,43 +528,13 @@ cdef class DatagramTransport(BaseTransport):
                 op.queued = False
                 self.write_queue[i] = fresh
                 op = fresh
-            self.prep_link(op, i < n - 1)
+            op.arm(i < n - 1)
         self.links_in_flight = <int>n
         self.chain_sent = 0
         self.chains += 1
         self.links += n
         self.ops_pending += <int>n
         self.loop.links_submitted += <unsigned>n
-        return 0
-
-    cdef int prep_link(self, DatagramSend op, bint link) except -1:
-        cdef io_uring_sqe *sqe
-        cdef object data = op.data
-        cdef bint fixed = type(data) is ZeroCopyFuture and (<ZeroCopyFuture>data).buf_index >= 0
-        cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0
-        cdef int msg_flags = MSG_NOSIGNAL | MSG_DONTWAIT
-        op.zerocopy = self.zc.wants(data, op.iov.iov_len)
-        sqe = self.loop.sqe_for(op)
-        # SEND and SEND_ZC with the address in the SQE (6.1): no msghdr for
-        # the kernel to copy in, unlike SENDMSG (measured: its header and
-        # iovec copies were 3% of the CPU of a 4000-byte SEND_ZC flood)
-        if op.zerocopy and fixed:
-            # from a registered buffer: no pages to pin
-            ul_prep_send_zc_fixed(sqe, self.fd, op.iov.iov_base, op.iov.iov_len,
-                                  msg_flags, zc_flags, (<ZeroCopyFuture>data).buf_index)
-            self.zc.fixed_sends += 1
-        elif op.zerocopy:
-            ul_prep_send_zc(sqe, self.fd, op.iov.iov_base, op.iov.iov_len, msg_flags, zc_flags)
-        else:
-            ul_prep_send(sqe, self.fd, op.iov.iov_base, op.iov.iov_len, msg_flags)
-        if op.addrlen:
-            ul_prep_send_set_addr(sqe, <sockaddr *>&op.addr, op.addrlen)
-        if link:
-            ul_sqe_set_flags(sqe, IOSQE_IO_LINK)
-        if op.zerocopy:
-            self.zc.notifs_pending += 1
-            if type(data) is ZeroCopyFuture:
-                (<ZeroCopyFuture>data).zc_inflight += 1
         return 0
 
     cdef int link_completed(self, DatagramSend op, int32_t res) except -1:
@@ -643,13 +669,15 @@ cdef class DatagramTransport(BaseTransport):
         if self.closing or self.closed_with_loop():
             return
         self.closing = True
-        if self.recv_armed:
-            self.loop.cancel_op(self.recv_op)
+        self.set_read_state(DGRAM_CLOSED)
+        self.loop.cancel_op(self.recv_op)
         if not self.write_queue:
             self.conn_lost += 1
             self.loop.call_soon(self._call_connection_lost, None)
 
     cdef int stop_io(self) except -1:
+        if self.read_state != DGRAM_CLOSED:
+            self.set_read_state(DGRAM_CLOSED)
         if (self.flush_scheduled and self.write_queue and not self.blocked
                 and not self.links_in_flight and self.socket_holds_fd()):
             self.send_queued_now()
@@ -658,7 +686,7 @@ cdef class DatagramTransport(BaseTransport):
             # sends in flight are requests of their own: cancel every
             # request on the fd (the receive goes too)
             self.loop.cancel_fd(self.fd)
-        elif self.recv_armed:
+        else:
             self.loop.cancel_op(self.recv_op)
         return 0
 
@@ -687,7 +715,6 @@ cdef DatagramTransport new_datagram_transport(RingLoop loop, object sock,
     tr.queue_append = tr.write_queue.append
     tr.queue_popleft = tr.write_queue.popleft
     tr.chain_limit = CHAIN_MAX
-    tr.paused_datagrams = []
     tr.set_limits(None, None)
     # Auto mode: SEND_ZC from DATAGRAM_ZC_THRESHOLD up (the figures are
     # there), except to a peer on this host, where the kernel copies anyway;

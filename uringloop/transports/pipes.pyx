@@ -18,7 +18,7 @@ cdef class PipeIO(Operation):
         cdef io_uring_sqe *poll_sqe
         cdef io_uring_sqe *sqe
         cdef int fd = self.transport.fd
-        poll_sqe = self.loop.sqe_for(None)
+        poll_sqe = self.loop.ring.sqe()        # (user_data 0: its completion is skipped)
         ul_prep_poll_add(poll_sqe, fd, POLLOUT if self.writing else POLLIN)
         ul_sqe_set_flags(poll_sqe, IOSQE_IO_LINK)
         sqe = self.loop.sqe_for(self)
@@ -41,7 +41,12 @@ cdef class PipeIO(Operation):
 
 @cython.final
 cdef class HangupWatch(Operation):
+    """A write pipe's POLL_ADD for POLLIN: the reading end went away."""
     cdef WritePipeTransport transport
+
+    cdef int arm(self) except -1:
+        ul_prep_poll_add(self.loop.sqe_for(self), self.transport.fd, POLLIN)
+        return 0
 
     cdef object owner(self):
         return self.transport
@@ -171,11 +176,9 @@ cdef class WritePipeTransport(BaseTransport):
         return 0
 
     def _watch_hangup(self):
-        cdef io_uring_sqe *sqe
         if self.closing or self.hangup_armed:
             return
-        sqe = self.loop.sqe_for(self.hangup_op)
-        ul_prep_poll_add(sqe, self.fd, POLLIN)
+        (<HangupWatch>self.hangup_op).arm()
         self.hangup_armed = True
         self.op_started()
 

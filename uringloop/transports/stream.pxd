@@ -2,62 +2,80 @@
 # Which reading mode and writing state each combination of these flags is,
 # and how they change: docs/design.md, "Stream transport states".
 
+# Declarations of the stream transport (bodies in transports/stream.pyx, its
+# readers in transports/stream_readers.pyx).  Its read and send states, and
+# the moves between them: docs/design.md, "Stream transport states".
+
+# The read state (StreamTransport.read_state, changed by set_read_state())
+cdef enum:
+    READ_ON             # the reader's request is armed, or is at the next chance
+    READ_PAUSED         # pause_reading(): what completes is kept (kept)
+    READ_ENDED          # eof_received() kept the transport open: nothing is armed
+    READ_ENDED_PAUSED   # ... and pause_reading() since (is_reading() is False)
+    READ_CLOSED         # close(), abort(), a fatal error: nothing more is delivered
+
+# The send state (StreamTransport.send_state, changed by set_send_state())
+cdef enum:
+    SEND_IDLE           # nothing in flight (the queue may hold what close() left)
+    SEND_OWED           # queued since the last enter: in loop.send_flushes, its
+                        # request is written by flush_sends() before the next enter
+    SEND_SENDING        # a SEND or SENDMSG (the StreamSend) in flight
+    SEND_ZEROCOPY       # a SEND_ZC or SENDMSG_ZC (zc_send_op) before its first CQE
+
+# The read modes (StreamReader.mode)
+cdef enum:
+    READS_RING          # RingReader: multishot RECV, provided buffers, copied
+    READS_DIRECT        # DirectReader: POLL, then recv(2) into bytes
+    READS_BUFFERED      # BufferedReader: RECV into the protocol's get_buffer()
+    READS_ZEROCOPY      # ZeroCopyReader: multishot RECV_ZC on a zcrx queue
+
+
 cdef class StreamTransport(BaseTransport):
     cdef bint buffered_protocol      # protocol is an asyncio.BufferedProtocol
-    cdef bint reading_paused
-    cdef bint eof_seen               # the peer's FIN has arrived
-    cdef bint eof_pending            # ...and waits for resume_reading
-    cdef object error_pending        # a read error that came while paused, or None
-    cdef list paused_data            # received while reading was paused, or None
-    cdef Py_ssize_t paused_bytes
-    cdef StreamRecv recv_op
-    cdef bint recv_armed             # recv_op (or poll_op, direct reads) in flight
-    cdef bint direct_wanted          # large reads: readiness + recv(2) into bytes,
-                                     # from the next arming on
-    cdef unsigned direct_small_reads # consecutive small reads in that mode
+    cdef int read_state              # READ_*
+    cdef StreamReader reader         # the read mode in force, and its request
+    cdef StreamReader next_reader    # the mode due once reader's request ended
+    cdef list kept                   # completed while paused, or before those
+                                     # were handed over: bytes, ZeroCopyPiece,
+                                     # then KEPT_EOF or the read error; or None
+    cdef Py_ssize_t kept_bytes
+    cdef Py_ssize_t bytes_received   # received and copied (ring, buffered)
     cdef Py_ssize_t direct_bytes     # received by direct reads (no copy of ours)
     cdef Py_ssize_t direct_switches  # times it moved to direct reads
     cdef Py_ssize_t direct_sends     # writes sent whole by send(2) in write()
-    cdef StreamPoll poll_op          # made at the first direct read
+    cdef ZeroCopyReceive zcrx        # the server's zero-copy receive, or None
+    cdef uint64_t zc_received_bytes
 
     cdef object write_queue          # deque of bytes / ZeroCopyFuture, oldest first;
                                      # send_op's, None while nothing is queued
     cdef Py_ssize_t head_offset      # bytes of write_queue[0] already sent
     cdef bint eof_written            # write_eof() was called
+    cdef int send_state              # SEND_*
     cdef StreamSend send_op          # from the loop's pool while writing, or None
-    cdef Operation zc_send_op        # the SEND_ZC in flight (until its first CQE)
-    cdef bint send_armed             # a send in flight, or owed
-    cdef bint send_owed              # queued since the last enter: the loop
-                                     # submits it before its next one
+    cdef ZcSend zc_send_op           # the SEND_ZC in flight (until its first CQE)
     cdef object empty_waiter         # future resolved when the queue drains
     cdef ZeroCopyPolicy zc
-    cdef ZeroCopyReceive zcrx        # the server's zero-copy receive, or None
-    cdef bint zc_rx                  # receives with RECV_ZC through zcrx
-    cdef uint64_t zc_token           # that RECV_ZC's user_data on zcrx's ring
-    cdef bint zc_starved             # stopped until the area has room again
-    cdef uint64_t zc_received_bytes
     cdef object sockname, peername   # extra info kept apart from the dict
     cdef object transport_socket     # extra info 'socket', once asked for
-    cdef Py_ssize_t bytes_received   # received with ordinary RECV (copied)
 
+    # reading (what the readers call)
+    cdef int set_read_state(self, int state) except -1
     cdef int start_reading(self) except -1
     cdef int stop_reading(self) except -1
-    cdef int recv_completed(self, int32_t res, uint32_t flags, object data,
-                            bint direct) except -1
-    cdef int deliver(self, object data) except -1
-    cdef int poll_completed(self, int32_t res, uint32_t flags) except -1
-    cdef int read_direct(self) except -1
+    cdef int switch_reader(self, StreamReader reader) except -1
+    cdef int reader_done(self) except -1
     cdef int received(self, object data, Py_ssize_t n) except -1
+    cdef int received_in_buffer(self, Py_ssize_t n) except -1
     cdef int received_eof(self) except -1
-    cdef int keep(self, object data, Py_ssize_t n) except -1
-    cdef int zc_armed(self, uint64_t token) except -1
-    cdef int zc_received(self, ZeroCopyPiece piece, bint starve) except -1
-    cdef int zc_room_again(self) except -1
-    cdef int zc_refused(self) except -1
-    cdef int zc_off(self, bint rearm) except -1
-    cdef int zc_piece(self, ZeroCopyPiece piece) except -1
+    cdef int read_failed(self, int32_t res) except -1
+    cdef int keep(self, object item, Py_ssize_t n) except -1
+    cdef int hand_over(self, object item) except -1
+    cdef int deliver(self, object data) except -1
     cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_eof(self) except -1
+    cdef int zc_off(self, bint rearm) except -1
+    # writing
+    cdef int set_send_state(self, int state) except -1
     cdef int schedule_send(self) except -1
     cdef int flush_sends(self) except -1
     cdef int force_close(self, object exc) except -1
@@ -66,7 +84,6 @@ cdef class StreamTransport(BaseTransport):
     cdef int submit_send_zc(self, object head) except -1
     cdef Py_ssize_t send_batch(self, Py_ssize_t n)
     cdef Py_ssize_t zc_batch(self, object head)
-    cdef int submit_sendmsg_zc(self, ZcSend op, Py_ssize_t n, unsigned zc_flags) except -1
     cdef list queued_message(self, msghdr *msg, iovec *iov, Py_ssize_t n)
     cdef int zc_send_completed(self, int32_t res) except -1
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1
@@ -76,16 +93,41 @@ cdef class StreamTransport(BaseTransport):
     cdef int give_back_sender(self) except -1
 
 
-cdef class StreamRecv(Operation):
+cdef class StreamReader(Operation):
+    # A read mode of a StreamTransport, as the Operation of its request
+    # (transports/stream_readers.pyx).
     cdef StreamTransport transport
-    cdef Py_buffer *view             # a BufferedProtocol's buffer, or NULL ...
+    cdef int mode                    # READS_*
+    cdef bint stops_at_pause         # pause_reading() cancels its request
+
+    cdef int arm(self) except -1     # 1 when a request was written
+    cdef int stop(self) except -1
+
+
+cdef class RingReader(StreamReader):
+    pass
+
+
+cdef class DirectReader(StreamReader):
+    cdef unsigned small_reads        # reads under DIRECT_SMALL in a row
+
+    cdef int read_now(self) except -1
+
+
+cdef class BufferedReader(StreamReader):
+    cdef Py_buffer *view             # the protocol's buffer while armed, or NULL
     cdef object view_protocol        # ... and the protocol it belongs to
 
     cdef int hold(self, object buf) except -1
 
 
-cdef class StreamPoll(Operation):
-    cdef StreamTransport transport
+cdef class ZeroCopyReader(StreamReader):
+    cdef ZeroCopyReceive zcrx
+    cdef uint64_t cqe_off            # the completion's area offset (CQE32),
+                                     # set by the queue before dispatch
+    cdef bint starved                # stopped until the area has room again
+
+    cdef int room_again(self) except -1
 
 
 cdef class StreamSend(Operation):
@@ -97,3 +139,5 @@ cdef class StreamSend(Operation):
     cdef StreamSend next_spare       # in the loop's list of idle ones
     cdef msghdr msg
     cdef iovec *iov                  # MAX_IOV entries, allocated at the first SENDMSG
+
+    cdef int arm(self) except -1

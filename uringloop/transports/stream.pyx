@@ -94,6 +94,37 @@ cdef Py_ssize_t SEND_BATCH_BYTES = 128 * 1024
 # of each from 3.12 on: the TypeError of a bad item is the one it raises.
 cdef bint STDLIB_JOINS_WRITELINES = sys.version_info < (3, 12)
 
+# The moves between read states (stream.pxd) that set_read_state() allows:
+# for each state, a bit per state it may go to.  docs/design.md has the
+# table with what makes each move.
+cdef int[5] READ_MOVES
+READ_MOVES[READ_ON] = (1 << READ_PAUSED) | (1 << READ_ENDED) | (1 << READ_CLOSED)
+READ_MOVES[READ_PAUSED] = (1 << READ_ON) | (1 << READ_CLOSED)
+READ_MOVES[READ_ENDED] = (1 << READ_ENDED_PAUSED) | (1 << READ_CLOSED)
+READ_MOVES[READ_ENDED_PAUSED] = (1 << READ_ENDED) | (1 << READ_CLOSED)
+READ_MOVES[READ_CLOSED] = 0
+# ... and between send states (set_send_state()).  A send is written from
+# OWED (the first since the last enter) or from the completion of the one
+# before (SENDING or ZEROCOPY), never from IDLE.
+cdef int[4] SEND_MOVES
+SEND_MOVES[SEND_IDLE] = 1 << SEND_OWED
+SEND_MOVES[SEND_OWED] = (1 << SEND_IDLE) | (1 << SEND_SENDING) | (1 << SEND_ZEROCOPY)
+SEND_MOVES[SEND_SENDING] = (1 << SEND_IDLE) | (1 << SEND_SENDING) | (1 << SEND_ZEROCOPY)
+SEND_MOVES[SEND_ZEROCOPY] = (1 << SEND_IDLE) | (1 << SEND_SENDING) | (1 << SEND_ZEROCOPY)
+
+# get_extra_info('reading')['mode'], by StreamReader.mode
+READ_MODE_NAMES = ('ring', 'direct', 'buffered', 'zerocopy')
+
+
+cdef class _KeptEof:
+    def __repr__(self):
+        return '<end of stream>'
+
+# kept (StreamTransport.kept) behind the data before it when the peer's FIN
+# arrives while reading is paused
+KEPT_EOF = _KeptEof()
+
+
 cdef inline char *chunk_ptr(object chunk):
     if type(chunk) is bytes:
         return PyBytes_AS_STRING(chunk)
@@ -107,85 +138,32 @@ cdef inline Py_ssize_t chunk_len(object chunk):
 
 
 @cython.final
-cdef class StreamRecv(Operation):
-
-    cdef object owner(self):
-        return self.transport
-
-    cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        cdef StreamTransport tr = self.transport
-        cdef unsigned bid
-        cdef bint direct = False
-        data = None
-        if flags & IORING_CQE_F_BUFFER:
-            bid = ul_cqe_buffer_id(flags)
-            if res > 0:
-                data = PyBytes_FromStringAndSize(
-                    <char *>ul_buf_ring_addr(&self.loop.recv_buffers, bid), res)
-            ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
-        if self.view != NULL:
-            if res > 0:
-                if (self.view_protocol is tr.protocol and not tr.reading_paused
-                        and not tr.paused_data):
-                    direct = True       # the data is in the protocol's buffer
-                else:
-                    # the protocol was replaced meanwhile (start_tls): the
-                    # data belongs to the new one; or reading was paused
-                    # before the cancel reached the kernel: the data waits
-                    # for resume_reading() (no buffer_updated() while paused)
-                    data = PyBytes_FromStringAndSize(<char *>self.view.buf, res)
-            self.view_protocol = None
-            self.release()
-        return tr.recv_completed(res, flags, data, direct)
-
-    cdef int hold(self, object buf) except -1:
-        """Export a BufferedProtocol's buffer for the RECV to write into
-        (its Py_buffer is allocated only then: most protocols never do)."""
-        cdef Py_buffer *view = <Py_buffer *>PyMem_Malloc(sizeof(Py_buffer))
-        if view == NULL:
-            raise MemoryError()
-        try:
-            hold_view(buf, view, PyBUF_WRITABLE)
-        except BaseException:
-            PyMem_Free(view)
-            raise
-        self.view = view
-        return 0
-
-    cdef int release(self) except -1:
-        cdef Py_buffer *view = self.view
-        if view != NULL:
-            self.view = NULL
-            drop_view(view)
-            PyMem_Free(view)
-        return 0
-
-    def __dealloc__(self):
-        self.release()
-
-
-@cython.final
-cdef class StreamPoll(Operation):
-    """A connection's POLL for readability while it reads directly
-    (direct_wanted).  Single-shot, armed again after each report: the kernel
-    checks readiness when it is armed, so data left in the socket (reads
-    paused, or more than one report's worth) is reported at the next
-    enter.  A multishot POLL, which reports wakeups, missed the FIN of a
-    peer that closed while the data before it was being read (a 16 MiB
-    echo in test_stream_echo_is_byte_exact hung)."""
-
-    cdef object owner(self):
-        return self.transport
-
-    cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        return self.transport.poll_completed(res, flags)
-
-
-@cython.final
 cdef class StreamSend(Operation):
 
     cdef object owner(self):
         return self.transport
+
+    cdef int arm(self) except -1:
+        """A SEND of the transport's head chunk, or a SENDMSG of the chunks
+        queued from it (send_batch); held until the completion."""
+        cdef StreamTransport tr = self.transport
+        cdef Py_ssize_t n = len(tr.write_queue)
+        head = tr.write_queue[0]
+        if n == 1:
+            self.held = head
+            ul_prep_send(self.loop.sqe_for(self), tr.fd, chunk_ptr(head) + tr.head_offset,
+                         <size_t>(chunk_len(head) - tr.head_offset), MSG_NOSIGNAL)
+            return 0
+        n = tr.send_batch(n)
+        if self.iov == NULL:
+            # (most sends are of one chunk and need none: a connection
+            # with a send in flight costs 1 KiB less)
+            self.iov = <iovec *>PyMem_Malloc(MAX_IOV * sizeof(iovec))
+            if self.iov == NULL:
+                raise MemoryError()
+        self.held = tr.queued_message(&self.msg, self.iov, n)
+        ul_prep_sendmsg(self.loop.sqe_for(self), tr.fd, &self.msg, MSG_NOSIGNAL)
+        return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         self.held = None
@@ -211,261 +189,137 @@ cdef class StreamTransport(BaseTransport):
         return AsyncioStreamTransport
 
     # -- reading ------------------------------------------------------------
+    # The read state (stream.pxd, READ_*) says what happens to what the
+    # reader's completions bring: delivered (READ_ON), kept for
+    # resume_reading() (READ_PAUSED, and while kept data is handed over),
+    # or dropped (READ_CLOSED).  The reader says which request is armed.
+
+    cdef int set_read_state(self, int state) except -1:
+        """The one place the read state changes; the debug build stops the
+        process on a move its table (READ_MOVES) does not have."""
+        if UL_DEBUG_BUILD and not (READ_MOVES[self.read_state] & (1 << state)):
+            Py_FatalError(b'uringloop: a stream transport moved between read '
+                          b'states its table does not join')
+        self.read_state = state
+        return 0
 
     cdef int start_reading(self) except -1:
-        cdef io_uring_sqe *sqe
-        cdef StreamRecv op = self.recv_op
-        if (self.recv_armed or self.closing or self.reading_paused
-                or self.eof_seen or self.eof_pending or self.error_pending is not None):
+        """Arm the reader's request, when reading is on, nothing kept waits
+        and none is in flight; first take up a mode switched to."""
+        cdef StreamReader reader = self.reader
+        if reader.in_flight:
             return 0
-        if self.zc_rx:
-            if not self.zc_starved:
-                self.zcrx.arm(self)
+        if self.next_reader is not None:
+            reader = self.reader = self.next_reader
+            self.next_reader = None
+        if self.read_state != READ_ON or self.kept is not None:
             return 0
-        if self.buffered_protocol:
-            try:
-                buf = self.protocol.get_buffer(-1)
-                op.hold(buf)
-                op.view_protocol = self.protocol
-                if op.view.len == 0:
-                    raise RuntimeError('get_buffer() returned an empty buffer')
-            except (SystemExit, KeyboardInterrupt):
-                op.release()
-                raise
-            except BaseException as exc:
-                op.release()
-                self.fatal_error(exc, 'Fatal error: protocol.get_buffer() call failed.')
-                return 0
-            sqe = self.loop.sqe_for(op)
-            ul_prep_recv(sqe, self.fd, op.view.buf, <size_t>op.view.len, 0)
-        elif self.direct_wanted:
-            if self.poll_op is None:
-                self.poll_op = StreamPoll.__new__(StreamPoll)
-                self.poll_op.loop = self.loop
-                self.poll_op.transport = self
-                self.poll_op.context = self.context
-            sqe = self.loop.sqe_for(self.poll_op)
-            ul_prep_poll_add(sqe, self.fd, POLLIN)
-            self.recv_armed = True
+        if reader.arm():
             self.op_started()
-            return 0
-        else:
-            self.loop.ensure_recv_buffers()
-            sqe = self.loop.sqe_for(op)
-            ul_prep_recv_multishot(sqe, self.fd, RECV_BUFFER_GROUP, 0)
-        self.recv_armed = True
-        self.op_started()
         return 0
 
     cdef int stop_reading(self) except -1:
-        if self.recv_armed:
-            if self.zc_rx:
-                self.zcrx.disarm(self)
-            elif self.poll_op is not None and self.poll_op.in_flight:
-                self.loop.cancel_op(self.poll_op)
-            else:
-                self.loop.cancel_op(self.recv_op)
-        return 0
+        return self.reader.stop()
 
-    cdef int poll_completed(self, int32_t res, uint32_t flags) except -1:
-        self.recv_armed = False
+    cdef int switch_reader(self, StreamReader reader) except -1:
+        """The one place the read mode changes: `reader` takes over once
+        the current reader's request has ended (its final completion calls
+        reader_done()); stopped now if it is in flight."""
+        self.next_reader = reader
+        if self.reader.in_flight:
+            return self.reader.stop()
+        return self.start_reading()
+
+    cdef int reader_done(self) except -1:
+        """The reader's request ended (its final completion; readers call
+        this from a `finally`): armed again whatever a protocol callback
+        raised -- a KeyboardInterrupt leaves the loop, and whoever runs it
+        again reads on, as from the selector loop's reader."""
         self.op_finished()
-        try:
-            if res > 0:
-                self.read_direct()
-            elif res != -ECANCELED and not self.closing and not self.conn_lost:
-                self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
-        finally:
-            # armed again whatever data_received() raised: a KeyboardInterrupt
-            # leaves the loop, and whoever runs it again gets the rest, as
-            # from the selector loop's reader (start_reading() arms nothing
-            # once closing, paused or at EOF)
-            self.start_reading()
-        return 0
-
-    cdef int read_direct(self) except -1:
-        """Read what the socket holds (see the header): each recv(2) into
-        its own bytes object, handed to data_received() as it is."""
-        cdef Py_ssize_t n = 0
-        cdef int i
-        for i in range(DIRECT_READS_PER_WAKEUP):
-            if (self.reading_paused or self.closing or self.conn_lost
-                    or self.eof_seen or self.buffered_protocol):
-                return 0
-            data = ul_recv_bytes(self.fd, DIRECT_READ_SIZE, &n)
-            if n > 0:
-                if n < DIRECT_SMALL:
-                    self.direct_small_reads += 1
-                    if self.direct_small_reads >= DIRECT_BACK_AFTER:
-                        # small reads again: back to the ring's buffers
-                        self.direct_wanted = False
-                        self.direct_small_reads = 0
-                        self.stop_reading()
-                else:
-                    self.direct_small_reads = 0
-                self.direct_bytes += n
-                self.received(data, n)
-                if n < DIRECT_READ_SIZE:
-                    return 0            # the socket is empty for now
-            elif n == 0:
-                self.stop_reading()
-                return self.received_eof()
-            elif n == -EAGAIN:
-                return 0
-            else:
-                if not self.closing:
-                    self.fatal_error(convert_error(<int32_t>n),
-                                     'Fatal read error on socket transport')
-                return 0
-        # as many full reads as one report allows: the POLL armed again
-        # next reports the rest, after the other connections' turn
-        return 0
+        return self.start_reading()
 
     cdef int received(self, object data, Py_ssize_t n) except -1:
-        """n bytes for the protocol: delivered now, or kept while reading
-        is paused or kept data waits to be handed over (order)."""
-        self.bytes_received += n
-        if self.reading_paused or self.paused_data:
+        """n bytes (or a zero-copy piece) for the protocol: delivered now,
+        or kept while reading is paused or kept data waits (order)."""
+        if self.read_state == READ_CLOSED:
+            if type(data) is ZeroCopyPiece:
+                (<ZeroCopyPiece>data).give_back()
+            return 0                # closed: the selector loop reads no more
+        if type(data) is not ZeroCopyPiece:
+            self.bytes_received += n
+        if self.read_state == READ_PAUSED or self.kept is not None:
             self.keep(data, n)
-            if (self.reading_paused and self.recv_armed
-                    and self.paused_bytes >= PAUSED_BYTES_LIMIT):
-                self.stop_reading()
+            if (self.read_state == READ_PAUSED and self.kept_bytes >= PAUSED_BYTES_LIMIT
+                    and self.reader.in_flight):
+                # kept while the multishot RECV stayed armed (pause_reading):
+                # enough, the peer is throttled by TCP from here on
+                self.reader.stop()
             return 0
         return self.deliver(data)
 
-    cdef int keep(self, object data, Py_ssize_t n) except -1:
-        """Hold data received while reading is paused (made when needed:
-        most connections never pause)."""
-        if self.paused_data is None:
-            self.paused_data = []
-        self.paused_data.append(data)
-        self.paused_bytes += n
-        return 0
-
-    cdef int received_eof(self) except -1:
-        self.eof_seen = True
-        if self.reading_paused or self.paused_data:
-            self.eof_pending = True
-        elif not self.closing:
-            self.deliver_eof()
-        return 0
-
-    cdef int recv_completed(self, int32_t res, uint32_t flags, object data,
-                            bint direct) except -1:
-        cdef bint final = (flags & IORING_CQE_F_MORE) == 0
-        if final:
-            self.recv_armed = False
-            self.op_finished()
+    cdef int received_in_buffer(self, Py_ssize_t n) except -1:
+        """n bytes already in the BufferedProtocol's buffer (reading on)."""
+        self.bytes_received += n
         try:
-            if res > 0:
-                if self.conn_lost:
-                    return 0
-                if direct:
-                    self.bytes_received += res
-                    try:
-                        self.protocol.buffer_updated(res)
-                    except (SystemExit, KeyboardInterrupt):
-                        raise
-                    except BaseException as exc:
-                        self.fatal_error(exc, 'Fatal error: protocol.buffer_updated() call failed.')
-                        return 0
-                else:
-                    self.received(data, res)
-                    if (res >= DIRECT_FROM and not self.direct_wanted and not self.zc_rx
-                            and (flags & IORING_CQE_F_BUFFER)):
-                        # large reads: recv(2) into bytes from now on (header)
-                        self.direct_wanted = True
-                        self.direct_switches += 1
-                        if not final:
-                            self.stop_reading()
-            elif res == 0:
-                return self.received_eof()
-            elif res == -ECANCELED or res == -ENOBUFS:
-                pass        # paused or closing; or the buffer ring ran dry
-            elif self.closing:
-                return 0
-            elif self.reading_paused or self.paused_data:
-                # The RECV stays armed while paused (pause_reading); the
-                # selector loop reads nothing then, and meets the error when
-                # reading resumes, after the data before it: so does this one.
-                # (sendfile pauses reading, and its send must be the one that
-                # reports a peer's reset, with the transport still open.)
-                self.error_pending = convert_error(res)
-                return 0
-            else:
-                self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
-                return 0
-        finally:
-            if final:
-                # armed again whatever a protocol callback raised (see
-                # poll_completed); nothing is armed once closing, paused,
-                # at EOF or with an error pending
-                self.start_reading()
-        return 0
-
-    # -- what its ZeroCopyReceive (zcrx.pyx) tells the transport -----------
-
-    cdef int zc_armed(self, uint64_t token) except -1:
-        """A RECV_ZC tagged `token` is in flight on the queue's ring."""
-        self.zc_token = token
-        self.recv_armed = True
-        return self.op_started()
-
-    cdef int zc_received(self, ZeroCopyPiece piece, bint starve) except -1:
-        """A piece arrived; with starve, the area is past its high water:
-        stop receiving until zc_room_again()."""
-        self.zc_received_bytes += piece.length
-        if starve:
-            self.zc_starved = True
-            self.stop_reading()
-        return self.zc_piece(piece)
-
-    cdef int zc_room_again(self) except -1:
-        self.zc_starved = False
-        return self.start_reading()
-
-    cdef int zc_refused(self) except -1:
-        """The kernel refused RECV_ZC for this socket before it consumed a
-        byte: the final completion that follows re-arms an ordinary RECV."""
-        self.zc_rx = False
-        return 0
-
-    cdef int zc_off(self, bint rearm) except -1:
-        """The queue is gone (closed, or its loop closed): its RECV_ZC is
-        over; with rearm, receive ordinarily from now on."""
-        self.zc_rx = False
-        self.zc_starved = False
-        if self.recv_armed:
-            self.recv_armed = False
-            self.op_finished()
-        if rearm:
-            self.start_reading()
-        return 0
-
-    cdef int zc_piece(self, ZeroCopyPiece piece) except -1:
-        if self.conn_lost:
-            piece.give_back()
-        elif self.reading_paused or self.paused_data:
-            self.keep(piece, piece.length)      # its RECV_ZC is being cancelled
-        else:
-            self.deliver_piece(piece)
-        return 0
-
-    cdef int deliver_piece(self, ZeroCopyPiece piece) except -1:
-        receiver = getattr(self.protocol, 'zerocopy_received', None)
-        if receiver is None:
-            data = piece.tobytes()          # one copy; the piece goes back now
-            piece.delivered_now()
-            return self.deliver(data)
-        try:
-            receiver(piece)
+            self.protocol.buffer_updated(n)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            self.fatal_error(exc, 'Fatal error: protocol.zerocopy_received() call failed.')
-        finally:
-            piece.delivered_now()
+            self.fatal_error(exc, 'Fatal error: protocol.buffer_updated() call failed.')
         return 0
+
+    cdef int received_eof(self) except -1:
+        if self.read_state == READ_CLOSED:
+            return 0
+        if self.read_state == READ_PAUSED or self.kept is not None:
+            return self.keep(KEPT_EOF, 0)
+        return self.deliver_eof()
+
+    cdef int read_failed(self, int32_t res) except -1:
+        """A read error: the selector loop meets it when it reads next, so
+        while paused (or behind kept data) it waits for resume_reading(),
+        after the data before it.  (sendfile pauses reading, and its send
+        must be the one that reports a peer's reset, with the transport
+        still open.)"""
+        if self.read_state == READ_CLOSED:
+            return 0
+        if self.read_state == READ_PAUSED or self.kept is not None:
+            return self.keep(convert_error(res), 0)
+        return self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
+
+    cdef int keep(self, object item, Py_ssize_t n) except -1:
+        """Hold what arrived while paused (the list is made when needed:
+        most connections never pause)."""
+        if self.kept is None:
+            self.kept = []
+        self.kept.append(item)
+        self.kept_bytes += n
+        return 0
+
+    def _deliver_kept(self):
+        """After resume_reading(): hand over what was kept, oldest first,
+        while reading stays on (data_received() may pause it again), then
+        arm the reader.  Rescheduled if a callback raised KeyboardInterrupt
+        or SystemExit: the rest is handed over when the loop runs again."""
+        try:
+            while self.kept is not None and self.read_state == READ_ON:
+                item = self.kept.pop(0)
+                if not self.kept:
+                    self.kept = None
+                self.hand_over(item)
+        except BaseException:
+            if self.kept is not None:
+                self.loop.call_soon(self._deliver_kept)
+            raise
+        self.start_reading()
+
+    cdef int hand_over(self, object item) except -1:
+        if item is KEPT_EOF:
+            return self.deliver_eof()
+        if isinstance(item, BaseException):
+            return self.fatal_error(item, 'Fatal read error on socket transport')
+        self.kept_bytes -= len(item)
+        return self.deliver(item)
 
     cdef int deliver(self, object data) except -1:
         cdef Py_ssize_t n, pos = 0, size
@@ -493,8 +347,24 @@ cdef class StreamTransport(BaseTransport):
             self.fatal_error(exc, 'Fatal error: protocol.data_received() call failed.')
         return 0
 
+    cdef int deliver_piece(self, ZeroCopyPiece piece) except -1:
+        receiver = getattr(self.protocol, 'zerocopy_received', None)
+        if receiver is None:
+            data = piece.tobytes()          # one copy; the piece goes back now
+            piece.delivered_now()
+            return self.deliver(data)
+        try:
+            receiver(piece)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.fatal_error(exc, 'Fatal error: protocol.zerocopy_received() call failed.')
+        finally:
+            piece.delivered_now()
+        return 0
+
     cdef int deliver_eof(self) except -1:
-        self.eof_pending = False
+        self.set_read_state(READ_ENDED)
         if self.loop.get_debug():
             logger.debug("%r received EOF", self)
         try:
@@ -508,58 +378,52 @@ cdef class StreamTransport(BaseTransport):
             self.close()
         return 0
 
-    def _deliver_paused(self):
-        try:
-            while self.paused_data and not self.reading_paused and not self.conn_lost:
-                data = self.paused_data.pop(0)
-                self.paused_bytes -= len(data)
-                self.deliver(data)
-        except BaseException:
-            # data_received() raised KeyboardInterrupt or SystemExit: the
-            # rest is delivered when the loop runs again
-            self.loop.call_soon(self._deliver_paused)
-            raise
-        if self.reading_paused or self.conn_lost:
-            return
-        if self.error_pending is not None:
-            exc, self.error_pending = self.error_pending, None
-            if not self.closing:
-                self.fatal_error(exc, 'Fatal read error on socket transport')
-            return
-        if self.eof_pending:
-            if not self.closing:
-                self.deliver_eof()
-            return
-        self.start_reading()
+    cdef int zc_off(self, bint rearm) except -1:
+        """The zero-copy receive queue is gone (closed, or its loop closed):
+        its ring is closed, so the RECV_ZC is over without a completion;
+        with rearm, ordinary reads from now on."""
+        cdef StreamReader reader = self.reader
+        if reader.mode != READS_ZEROCOPY:
+            return 0
+        if reader.in_flight:
+            self.loop.forget(reader)
+            self.op_finished()
+        self.reader = new_reader(RingReader, self)
+        self.next_reader = None
+        if rearm:
+            self.start_reading()
+        return 0
 
     def is_reading(self):
-        return not self.reading_paused and not self.closing
+        return self.read_state == READ_ON or self.read_state == READ_ENDED
 
     def pause_reading(self):
         """Stop calling data_received until resume_reading()."""
-        if self.closing or self.reading_paused:
+        if self.read_state == READ_ENDED:
+            self.set_read_state(READ_ENDED_PAUSED)
             return
-        self.reading_paused = True
-        # The multishot RECV stays armed: what arrives is kept (and handed
-        # over on resume) until PAUSED_BYTES_LIMIT, then it is cancelled.
-        # Pauses are mostly short (a StreamReader above its limit for one
-        # read()), and a cancel plus re-arm costs two requests each time.
-        if (self.paused_bytes >= PAUSED_BYTES_LIMIT or self.buffered_protocol or self.zc_rx
-                or self.direct_wanted):
-            # (a BufferedProtocol's RECV writes into the protocol's own
-            # memory, and a RECV_ZC's pieces take room in the shared area:
-            # cancel it now; direct reads simply stop, the data waits in
-            # the socket)
-            self.stop_reading()
+        if self.read_state != READ_ON:
+            return
+        self.set_read_state(READ_PAUSED)
+        # The ring's multishot RECV stays armed: what arrives is kept (and
+        # handed over on resume) until PAUSED_BYTES_LIMIT, then it is
+        # cancelled.  Pauses are mostly short (a StreamReader above its
+        # limit for one read()), and a cancel plus re-arm costs two
+        # requests each time.  The other readers stop now (stops_at_pause).
+        if self.reader.stops_at_pause or self.kept_bytes >= PAUSED_BYTES_LIMIT:
+            self.reader.stop()
         if self.loop.get_debug():
             logger.debug("%r pauses reading", self)
 
     def resume_reading(self):
-        if self.closing or not self.reading_paused:
+        if self.read_state == READ_ENDED_PAUSED:
+            self.set_read_state(READ_ENDED)
             return
-        self.reading_paused = False
-        if self.paused_data or self.eof_pending or self.error_pending is not None:
-            self.loop.call_soon(self._deliver_paused)
+        if self.read_state != READ_PAUSED:
+            return
+        self.set_read_state(READ_ON)
+        if self.kept is not None:
+            self.loop.call_soon(self._deliver_kept)
         else:
             self.start_reading()
         if self.loop.get_debug():
@@ -567,10 +431,12 @@ cdef class StreamTransport(BaseTransport):
 
     def set_protocol(self, protocol):
         buffered = isinstance(protocol, protocols.BufferedProtocol)
-        if self.recv_armed and buffered != self.buffered_protocol and not self.zc_rx:
-            # the armed RECV is of the other kind: it ends, and the next
-            # one is armed for the new protocol
-            self.stop_reading()
+        if (self.reader is not None and buffered != self.buffered_protocol
+                and self.reader.mode != READS_ZEROCOPY):
+            # the armed request is of the other kind: it ends, and the next
+            # one is armed for the new protocol (zero-copy pieces are copied
+            # into a BufferedProtocol's buffers: that mode stays)
+            self.switch_reader(new_reader(BufferedReader if buffered else RingReader, self))
         if protocol is not self.protocol:
             # pause_writing() was said to the old protocol; the new one
             # starts unpaused and is paused by the next write if need be
@@ -631,7 +497,7 @@ cdef class StreamTransport(BaseTransport):
         self.write_buffer_size += size - sent
         if sent:
             self.head_offset = sent         # (the queue was empty)
-        if not self.send_armed:
+        if self.send_state == SEND_IDLE:
             self.schedule_send()
         self.maybe_pause_protocol()
 
@@ -650,50 +516,49 @@ cdef class StreamTransport(BaseTransport):
         for data in items:
             self.write(data)
 
+    cdef int set_send_state(self, int state) except -1:
+        """The one place the send state changes; the debug build stops the
+        process on a move its table (SEND_MOVES) does not have, and on a
+        send written while one is in flight (two sends in flight on one
+        TCP socket may be executed out of order)."""
+        if UL_DEBUG_BUILD:
+            if not (SEND_MOVES[self.send_state] & (1 << state)):
+                Py_FatalError(b'uringloop: a stream transport moved between send '
+                              b'states its table does not join')
+            if ((state == SEND_SENDING or state == SEND_ZEROCOPY)
+                    and ((self.send_op is not None and self.send_op.in_flight)
+                         or self.zc_send_op is not None)):
+                Py_FatalError(b'uringloop: a stream transport wrote a send while '
+                              b'one was in flight')
+        self.send_state = state
+        return 0
+
     cdef int schedule_send(self) except -1:
         """The first chunk queued on an idle transport: its request is
         written before the loop's next io_uring_enter (loop.flush_sends),
         so every chunk queued until then leaves with it in one SENDMSG."""
-        self.send_armed = True
-        self.send_owed = True
+        self.set_send_state(SEND_OWED)
         self.loop.send_flushes.append(self)
         return 0
 
     cdef int flush_sends(self) except -1:
-        if not self.send_owed:
-            return 0            # aborted meanwhile (stop_io)
-        self.send_owed = False
-        self.send_armed = False
+        if self.send_state != SEND_OWED:
+            return 0            # sent or dropped meanwhile (send_owed_now, stop_io)
         if self.write_queue and not self.conn_lost and self.loop.ring.open:
             return self.submit_send()
+        self.set_send_state(SEND_IDLE)
         return self.give_back_sender()
 
     cdef int submit_send(self) except -1:
-        cdef StreamSend op = self.send_op
-        cdef io_uring_sqe *sqe
-        cdef Py_ssize_t n = len(self.write_queue)
+        """Write the request for the head of the queue: a SEND_ZC or
+        SENDMSG_ZC where the zero-copy policy wants one, else the lent
+        StreamSend's SEND or SENDMSG."""
         head = self.write_queue[0]
         if self.zc.wants(head, chunk_len(head) - self.head_offset):
             return self.submit_send_zc(head)
-        if n == 1:
-            op.held = head
-            sqe = self.loop.sqe_for(op)
-            ul_prep_send(sqe, self.fd, chunk_ptr(head) + self.head_offset,
-                         <size_t>(chunk_len(head) - self.head_offset), MSG_NOSIGNAL)
-        else:
-            n = self.send_batch(n)
-            if op.iov == NULL:
-                # (most sends are of one chunk and need none: a connection
-                # with a send in flight costs 1 KiB less)
-                op.iov = <iovec *>PyMem_Malloc(MAX_IOV * sizeof(iovec))
-                if op.iov == NULL:
-                    raise MemoryError()
-            op.held = self.queued_message(&op.msg, op.iov, n)
-            sqe = self.loop.sqe_for(op)
-            ul_prep_sendmsg(sqe, self.fd, &op.msg, MSG_NOSIGNAL)
-        self.send_armed = True
-        self.op_started()
-        return 0
+        self.set_send_state(SEND_SENDING)
+        self.send_op.arm()
+        return self.op_started()
 
     cdef Py_ssize_t send_batch(self, Py_ssize_t n):
         """How many of the n queued chunks one SENDMSG takes: up to MAX_IOV,
@@ -743,34 +608,15 @@ cdef class StreamTransport(BaseTransport):
         behind it with one SENDMSG_ZC (zc_batch); they stay held until the
         kernel's notification."""
         cdef ZcSend op = ZcSend.__new__(ZcSend)
-        cdef io_uring_sqe *sqe
-        cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if self.zc.report_usage else 0
-        cdef Py_ssize_t n = self.zc_batch(head)
         op.sends = True
         op.loop = self.loop
         op.context = self.context
         op.transport = self
-        if n > 1:
-            return self.submit_sendmsg_zc(op, n, zc_flags)
-        op.chunk = head
-        sqe = self.loop.sqe_for(op)
-        if type(head) is ZeroCopyFuture and (<ZeroCopyFuture>head).buf_index >= 0:
-            # from a registered buffer: no pages pinned for this send
-            ul_prep_send_zc_fixed(sqe, self.fd, chunk_ptr(head) + self.head_offset,
-                                  <size_t>(chunk_len(head) - self.head_offset), MSG_NOSIGNAL,
-                                  zc_flags, (<ZeroCopyFuture>head).buf_index)
-            self.zc.fixed_sends += 1
-        else:
-            ul_prep_send_zc(sqe, self.fd, chunk_ptr(head) + self.head_offset,
-                            <size_t>(chunk_len(head) - self.head_offset), MSG_NOSIGNAL,
-                            zc_flags)
-        if type(head) is ZeroCopyFuture:
-            (<ZeroCopyFuture>head).zc_inflight += 1
+        self.set_send_state(SEND_ZEROCOPY)
+        op.arm(head, self.zc_batch(head))
         self.zc.notifs_pending += 1
         self.zc_send_op = op
-        self.send_armed = True
-        self.op_started()
-        return 0
+        return self.op_started()
 
     cdef list queued_message(self, msghdr *msg, iovec *iov, Py_ssize_t n):
         """Point msg at the first n queued chunks (iov has room for n),
@@ -794,41 +640,16 @@ cdef class StreamTransport(BaseTransport):
         msg.msg_flags = 0
         return chunks
 
-    cdef int submit_sendmsg_zc(self, ZcSend op, Py_ssize_t n, unsigned zc_flags) except -1:
-        cdef io_uring_sqe *sqe
-        op.iov = <iovec *>PyMem_Malloc(n * sizeof(iovec))
-        if op.iov == NULL:
-            raise MemoryError()
-        op.chunk = self.queued_message(&op.msg, op.iov, n)
-        for chunk in <list>op.chunk:
-            if type(chunk) is ZeroCopyFuture:
-                (<ZeroCopyFuture>chunk).zc_inflight += 1
-        sqe = self.loop.sqe_for(op)
-        head = self.write_queue[0]
-        if type(head) is ZeroCopyFuture and (<ZeroCopyFuture>head).buf_index >= 0:
-            # all n in one registered region (zc_batch)
-            ul_prep_sendmsg_zc_fixed(sqe, self.fd, &op.msg, MSG_NOSIGNAL, zc_flags,
-                                     (<ZeroCopyFuture>head).buf_index)
-            self.zc.fixed_sends += n
-        else:
-            ul_prep_sendmsg_zc(sqe, self.fd, &op.msg, MSG_NOSIGNAL, zc_flags)
-        self.zc.notifs_pending += 1
-        self.zc.batched_sends += 1
-        self.zc_send_op = op
-        self.send_armed = True
-        self.op_started()
-        return 0
-
     cdef int zc_send_completed(self, int32_t res) except -1:
         self.zc_send_op = None
         if self.zc.absorb_error(res):
-            self.send_armed = False
+            # refused before it sent a byte: the policy turned zero-copy
+            # off (or skips it once), and the queue goes again
             self.op_finished()
             if self.write_queue and not self.conn_lost:
-                self.submit_send()
-            else:
-                self.give_back_sender()
-            return 0
+                return self.submit_send()
+            self.set_send_state(SEND_IDLE)
+            return self.give_back_sender()
         if res > 0:
             self.zc.zc_sends += 1
             self.zc.zc_bytes += res
@@ -858,7 +679,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int give_back_sender(self) except -1:
         """Return the StreamSend once nothing is queued or in flight."""
         cdef StreamSend op = self.send_op
-        if op is None or self.send_armed or op.in_flight or self.write_queue:
+        if op is None or self.send_state != SEND_IDLE or op.in_flight or self.write_queue:
             return 0
         self.send_op = None
         self.write_queue = None
@@ -897,13 +718,13 @@ cdef class StreamTransport(BaseTransport):
         return 0
 
     cdef int send_result(self, int32_t res, bint zerocopy) except -1:
-        self.send_armed = False
         self.op_finished()
         if self.conn_lost and not self.write_queue:
-            return 0        # aborted: the queue was dropped
+            return self.set_send_state(SEND_IDLE)     # aborted: the queue was dropped
         if res < 0:
             if res == -EAGAIN:
                 return self.submit_send()
+            self.set_send_state(SEND_IDLE)
             if res != -ECANCELED:
                 self.fatal_error(convert_error(res), 'Fatal write error on socket transport')
             return 0
@@ -915,6 +736,7 @@ cdef class StreamTransport(BaseTransport):
             self.submit_send()
             self.maybe_resume_protocol()
             return 0
+        self.set_send_state(SEND_IDLE)
         self.maybe_resume_protocol()
         if self.write_queue:
             # resume_writing() wrote again (the stdlib's _write_ready: "may
@@ -963,7 +785,7 @@ cdef class StreamTransport(BaseTransport):
             self.take_sender()
         self.send_op.queue_append(zb)
         self.write_buffer_size += zb.view.len
-        if not self.send_armed:
+        if self.send_state == SEND_IDLE:
             self.schedule_send()
         self.maybe_pause_protocol()
         return zb
@@ -974,9 +796,7 @@ cdef class StreamTransport(BaseTransport):
             return self.zc.stats()
         if name == 'reading':
             # how this transport receives (see the header of stream.pyx)
-            mode = ('zerocopy' if self.zc_rx else 'buffered' if self.buffered_protocol
-                    else 'direct' if self.direct_wanted else 'ring')
-            return {'mode': mode, 'received_bytes': self.bytes_received,
+            return {'mode': READ_MODE_NAMES[self.reader.mode], 'received_bytes': self.bytes_received,
                     'direct_bytes': self.direct_bytes,
                     'direct_switches': self.direct_switches}
         if name == 'writing':
@@ -986,8 +806,8 @@ cdef class StreamTransport(BaseTransport):
             if self.zcrx is None:
                 return default
             stats = self.zcrx.stats()
-            stats['receiving_zerocopy'] = self.zc_rx
-            stats['receive_armed'] = self.recv_armed
+            stats['receiving_zerocopy'] = self.reader.mode == READS_ZEROCOPY
+            stats['receive_armed'] = self.reader.in_flight
             stats['connection_zerocopy_bytes'] = self.zc_received_bytes
             stats['copied_bytes'] = self.bytes_received    # received ordinarily
             return stats
@@ -1009,7 +829,7 @@ cdef class StreamTransport(BaseTransport):
         if self.closing or self.eof_written:
             return
         self.eof_written = True
-        if not self.send_armed and not self.write_queue:
+        if self.send_state == SEND_IDLE and not self.write_queue:
             self.sock.shutdown(socket.SHUT_WR)
 
     def can_write_eof(self):
@@ -1035,7 +855,7 @@ cdef class StreamTransport(BaseTransport):
         dropped."""
         if self.closing or self.closed_with_loop():
             return
-        if self.send_owed and self.socket_holds_fd():
+        if self.send_state == SEND_OWED and self.socket_holds_fd():
             # The selector loop's write() sent this at once, and its close()
             # finds in the buffer only what the socket did not take: the
             # same here, so that a write() after close() is dropped or sent
@@ -1047,14 +867,15 @@ cdef class StreamTransport(BaseTransport):
                 self.fatal_error(error, 'Fatal write error on socket transport')
                 return
         self.closing = True
+        self.set_read_state(READ_CLOSED)
         self.stop_reading()
-        if not self.write_queue and not self.send_armed:
+        if not self.write_queue and self.send_state == SEND_IDLE:
             self.conn_lost += 1
             self.loop.call_soon(self._call_connection_lost, None)
 
     cdef int force_close(self, object exc) except -1:
         cdef object send_error = None
-        if (self.send_owed and not self.conn_lost and not self.closed_with_loop()
+        if (self.send_state == SEND_OWED and not self.conn_lost and not self.closed_with_loop()
                 and self.socket_holds_fd()):
             send_error = self.send_owed_now()
         # The selector loop's write() met that error first and closed with
@@ -1062,6 +883,8 @@ cdef class StreamTransport(BaseTransport):
         return BaseTransport.force_close(self, exc if exc is not None else send_error)
 
     cdef int stop_io(self) except -1:
+        if self.read_state != READ_CLOSED:
+            self.set_read_state(READ_CLOSED)
         self.stop_reading()
         if self.write_queue:
             for chunk in self.write_queue:
@@ -1071,13 +894,13 @@ cdef class StreamTransport(BaseTransport):
             self.write_queue.clear()
             self.write_buffer_size = 0
             self.head_offset = 0
-        if self.send_owed:
-            self.send_owed = False
-            self.send_armed = False
-        if self.send_armed:
-            self.loop.cancel_op(self.send_op if self.zc_send_op is None else self.zc_send_op)
-        else:
+        if self.send_state == SEND_OWED:
+            self.set_send_state(SEND_IDLE)
+        if self.send_state == SEND_IDLE:
             self.give_back_sender()
+        else:
+            # its completion finds the queue dropped (send_result)
+            self.loop.cancel_op(self.send_op if self.zc_send_op is None else self.zc_send_op)
         if self.zc.notifs_pending and self.sock is not None and self.sock.fileno() >= 0:
             # Zero-copy data still in the socket's send queue holds the
             # caller's pages until the peer has acknowledged it, which a
@@ -1120,18 +943,17 @@ cdef class StreamTransport(BaseTransport):
                 break
         if not self.write_queue:
             # nothing left for the owed request: flush_sends() skips it
-            self.send_owed = False
-            self.send_armed = False
+            self.set_send_state(SEND_IDLE)
             self.give_back_sender()
         return None
 
     def _call_connection_lost(self, exc):
-        if self.paused_data:
-            for data in self.paused_data:
-                if type(data) is ZeroCopyPiece:
-                    (<ZeroCopyPiece>data).give_back()
-            self.paused_data = None
-        self.paused_bytes = 0
+        if self.kept is not None:
+            for item in self.kept:
+                if type(item) is ZeroCopyPiece:
+                    (<ZeroCopyPiece>item).give_back()
+            self.kept = None
+        self.kept_bytes = 0
         BaseTransport._call_connection_lost(self, exc)
 
 
@@ -1159,23 +981,21 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.set_limits(None, None)
     tr.set_protocol(protocol)
     tr.zc = new_policy(loop, sock, server_sock)
+    tr.context = PyContext_CopyCurrent()
+    reads = BufferedReader if tr.buffered_protocol else RingReader
     if (server_sock is not None and _receive_settings.data
             and server_sock in _receive_settings):
         tr.zcrx = _receive_settings[server_sock]
         tr.zcrx.register()          # once per server; a refusal only logs
         if tr.zcrx.serves(loop) and tr.zcrx.bind(loop):
-            tr.zc_rx = True
+            reads = ZeroCopyReader
+    tr.reader = new_reader(reads, tr)
     if type == SOCK_STREAM:
         tr.zc.warmup_bytes = AUTO_WARMUP_BYTES
     if family == AF_UNIX:
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
     elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.peername, tr.sockname):
         tr.zc.turn_off(LOCAL_PEER_REASON, False)    # the usual case: not logged
-    tr.context = PyContext_CopyCurrent()
-    tr.recv_op = StreamRecv.__new__(StreamRecv)
-    tr.recv_op.loop = loop
-    tr.recv_op.transport = tr
-    tr.recv_op.context = tr.context
     set_nodelay(sock, tr.fd, family, type)
     tr.register()
     if server is not None:

@@ -59,3 +59,5 @@ cdef class ZcSend(Operation):
                                      # a list of them for a SENDMSG_ZC
     cdef msghdr msg                  # (SENDMSG_ZC)
     cdef iovec *iov
+
+    cdef int arm(self, object head, Py_ssize_t n) except -1

@@ -495,9 +495,54 @@ cdef int chunk_released(object chunk, int32_t res, bint notified) except -1:
 
 @cython.final
 cdef class ZcSend(Operation):
+    """One zero-copy send of a stream transport: its chunks stay held until
+    the kernel's notification (F_NOTIF), after the send's own completion."""
 
     cdef object owner(self):
         return self.transport
+
+    cdef int arm(self, object head, Py_ssize_t n) except -1:
+        """SEND_ZC of the head chunk (n == 1), or SENDMSG_ZC of the n
+        chunks queued from it (StreamTransport.zc_batch); a chunk in a
+        registered buffer names its slot and pins no pages."""
+        cdef StreamTransport tr = self.transport
+        cdef ZeroCopyPolicy zc = tr.zc
+        cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if zc.report_usage else 0
+        cdef int index = -1
+        if type(head) is ZeroCopyFuture:
+            index = (<ZeroCopyFuture>head).buf_index
+        if n > 1:
+            self.iov = <iovec *>PyMem_Malloc(n * sizeof(iovec))
+            if self.iov == NULL:
+                raise MemoryError()
+            self.chunk = tr.queued_message(&self.msg, self.iov, n)
+            for chunk in <list>self.chunk:
+                if type(chunk) is ZeroCopyFuture:
+                    (<ZeroCopyFuture>chunk).zc_inflight += 1
+            if index >= 0:
+                # all n in one registered region (zc_batch)
+                ul_prep_sendmsg_zc_fixed(self.loop.sqe_for(self), tr.fd, &self.msg,
+                                         MSG_NOSIGNAL, zc_flags, index)
+                zc.fixed_sends += n
+            else:
+                ul_prep_sendmsg_zc(self.loop.sqe_for(self), tr.fd, &self.msg, MSG_NOSIGNAL,
+                                   zc_flags)
+            zc.batched_sends += 1
+            return 0
+        self.chunk = head
+        if index >= 0:
+            ul_prep_send_zc_fixed(self.loop.sqe_for(self), tr.fd,
+                                  chunk_ptr(head) + tr.head_offset,
+                                  <size_t>(chunk_len(head) - tr.head_offset), MSG_NOSIGNAL,
+                                  zc_flags, index)
+            zc.fixed_sends += 1
+        else:
+            ul_prep_send_zc(self.loop.sqe_for(self), tr.fd, chunk_ptr(head) + tr.head_offset,
+                            <size_t>(chunk_len(head) - tr.head_offset), MSG_NOSIGNAL,
+                            zc_flags)
+        if type(head) is ZeroCopyFuture:
+            (<ZeroCopyFuture>head).zc_inflight += 1
+        return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef StreamTransport tr = self.transport

@@ -1,0 +1,281 @@
+# The read modes of a StreamTransport: each a reader, which is the Operation
+# of the one request it keeps in flight.  Included by core.pyx after
+# stream.pyx; declarations in stream.pxd.
+#
+# A reader knows how to arm its request (arm(): 1 when it wrote one), how
+# to stop it (stop(): a cancel, whose final completion still comes), and
+# what its completions mean for the transport (complete()).  It tells the
+# transport what arrived -- received(), received_in_buffer(),
+# received_eof(), read_failed() -- and, at its final completion, always
+# from a `finally`, reader_done(), which arms the request again in the mode
+# that is due.  Whether to arm, deliver or keep is the transport's read
+# state (READ_*), decided in one place (stream.pyx); which request to arm
+# is the reader's.  A mode changes only through switch_reader(), and only
+# once the old reader's request has ended: two receives in flight on one
+# socket could take its bytes out of order.
+#
+#   RingReader      multishot RECV, buffers picked by the kernel from the
+#                   loop's provided-buffer ring, each read copied into bytes
+#   DirectReader    single-shot POLL for readability, then recv(2) into a
+#                   fresh bytes object: the kernel's copy is the only one
+#   BufferedReader  single-shot RECV into the memory a BufferedProtocol's
+#                   get_buffer() returned
+#   ZeroCopyReader  multishot RECV_ZC on a zcrx queue's own ring (zcrx.pyx),
+#                   pieces of its area handed over without a copy
+#
+# When each is used and why (measured): the top of stream.pyx.
+
+
+cdef StreamReader new_reader(type kind, StreamTransport tr):
+    cdef StreamReader reader = kind.__new__(kind)
+    reader.loop = tr.loop
+    reader.transport = tr
+    reader.context = tr.context
+    if kind is RingReader:
+        reader.mode = READS_RING
+    elif kind is DirectReader:
+        reader.mode = READS_DIRECT
+        reader.stops_at_pause = True        # the data waits in the socket
+    elif kind is BufferedReader:
+        reader.mode = READS_BUFFERED
+        reader.stops_at_pause = True        # it writes into the protocol's memory
+    else:
+        reader.mode = READS_ZEROCOPY
+        reader.stops_at_pause = True        # its pieces take room in the shared area
+        (<ZeroCopyReader>reader).zcrx = tr.zcrx
+    return reader
+
+
+cdef class StreamReader(Operation):
+
+    cdef object owner(self):
+        return self.transport
+
+    cdef int arm(self) except -1:
+        return 0
+
+    cdef int stop(self) except -1:
+        return self.loop.cancel_op(self)
+
+
+@cython.final
+cdef class RingReader(StreamReader):
+
+    cdef int arm(self) except -1:
+        self.loop.ensure_recv_buffers()
+        ul_prep_recv_multishot(self.loop.sqe_for(self), self.transport.fd,
+                               RECV_BUFFER_GROUP, 0)
+        return 1
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        cdef StreamTransport tr = self.transport
+        cdef unsigned bid
+        data = None
+        if flags & IORING_CQE_F_BUFFER:
+            bid = ul_cqe_buffer_id(flags)
+            if res > 0:
+                data = PyBytes_FromStringAndSize(
+                    <char *>ul_buf_ring_addr(&self.loop.recv_buffers, bid), res)
+            ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
+        try:
+            if res > 0:
+                tr.received(data, res)
+                if (res >= DIRECT_FROM and tr.reader is self and tr.next_reader is None
+                        and tr.read_state != READ_CLOSED):
+                    # large reads: recv(2) into bytes from now on (stream.pyx)
+                    tr.direct_switches += 1
+                    tr.switch_reader(new_reader(DirectReader, tr))
+            elif res == 0:
+                tr.received_eof()
+            elif res != -ECANCELED and res != -ENOBUFS:
+                # (cancelled: stopped or switched; no buffer: the ring ran
+                # dry, and the request is simply armed again)
+                tr.read_failed(res)
+        finally:
+            if not (flags & IORING_CQE_F_MORE):
+                tr.reader_done()
+        return 0
+
+
+@cython.final
+cdef class DirectReader(StreamReader):
+    """Single-shot POLL, armed again after each report: the kernel checks
+    readiness when it is armed, so data left in the socket (reading paused,
+    or more than one report's worth) is reported at the next enter.  A
+    multishot POLL, which reports wakeups, missed the FIN of a peer that
+    closed while the data before it was being read (a 16 MiB echo in
+    test_stream_echo_is_byte_exact hung)."""
+
+    cdef int arm(self) except -1:
+        ul_prep_poll_add(self.loop.sqe_for(self), self.transport.fd, POLLIN)
+        return 1
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        cdef StreamTransport tr = self.transport
+        try:
+            if res > 0:
+                self.read_now()
+            elif res != -ECANCELED:
+                tr.read_failed(res)
+        finally:
+            tr.reader_done()
+        return 0
+
+    cdef int read_now(self) except -1:
+        """Read what the socket holds: each recv(2) into its own bytes
+        object, handed over as it is; at most DIRECT_READS_PER_WAKEUP full
+        reads, then the POLL armed again reports the rest, after the other
+        connections' turn."""
+        cdef StreamTransport tr = self.transport
+        cdef Py_ssize_t n = 0
+        cdef int i
+        for i in range(DIRECT_READS_PER_WAKEUP):
+            if (tr.read_state != READ_ON or tr.kept is not None
+                    or tr.reader is not self or tr.next_reader is not None):
+                return 0            # paused, closed, ended or switched meanwhile
+            data = ul_recv_bytes(tr.fd, DIRECT_READ_SIZE, &n)
+            if n > 0:
+                if n < DIRECT_SMALL:
+                    self.small_reads += 1
+                    if self.small_reads >= DIRECT_BACK_AFTER:
+                        # small reads again: back to the ring's buffers
+                        tr.switch_reader(new_reader(RingReader, tr))
+                else:
+                    self.small_reads = 0
+                tr.direct_bytes += n
+                tr.received(data, n)
+                if n < DIRECT_READ_SIZE:
+                    return 0        # the socket is empty for now
+            elif n == 0:
+                return tr.received_eof()
+            elif n == -EAGAIN:
+                return 0
+            else:
+                return tr.read_failed(<int32_t>n)
+        return 0
+
+
+@cython.final
+cdef class BufferedReader(StreamReader):
+    """Single-shot RECV straight into the buffer the protocol's get_buffer()
+    returned (its Py_buffer is allocated only then: most protocols never
+    are BufferedProtocols)."""
+
+    cdef int arm(self) except -1:
+        cdef StreamTransport tr = self.transport
+        try:
+            self.hold(tr.protocol.get_buffer(-1))
+            self.view_protocol = tr.protocol
+            if self.view.len == 0:
+                raise RuntimeError('get_buffer() returned an empty buffer')
+        except (SystemExit, KeyboardInterrupt):
+            self.release()
+            raise
+        except BaseException as exc:
+            self.release()
+            tr.fatal_error(exc, 'Fatal error: protocol.get_buffer() call failed.')
+            return 0
+        ul_prep_recv(self.loop.sqe_for(self), tr.fd, self.view.buf, <size_t>self.view.len, 0)
+        return 1
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        cdef StreamTransport tr = self.transport
+        try:
+            if res > 0:
+                if (self.view_protocol is tr.protocol and tr.read_state == READ_ON
+                        and tr.kept is None):
+                    tr.received_in_buffer(res)
+                else:
+                    # the protocol was replaced meanwhile (start_tls): the
+                    # data belongs to the new one; or reading was paused
+                    # before the cancel reached the kernel: the data is kept
+                    # for resume_reading() (no buffer_updated() while paused)
+                    tr.received(PyBytes_FromStringAndSize(<char *>self.view.buf, res), res)
+            elif res == 0:
+                tr.received_eof()
+            elif res != -ECANCELED:
+                tr.read_failed(res)
+        finally:
+            self.view_protocol = None
+            self.release()
+            tr.reader_done()
+        return 0
+
+    cdef int hold(self, object buf) except -1:
+        cdef Py_buffer *view = <Py_buffer *>PyMem_Malloc(sizeof(Py_buffer))
+        if view == NULL:
+            raise MemoryError()
+        try:
+            hold_view(buf, view, PyBUF_WRITABLE)
+        except BaseException:
+            PyMem_Free(view)
+            raise
+        self.view = view
+        return 0
+
+    cdef int release(self) except -1:
+        cdef Py_buffer *view = self.view
+        if view != NULL:
+            self.view = NULL
+            drop_view(view)
+            PyMem_Free(view)
+        return 0
+
+    def __dealloc__(self):
+        self.release()
+
+
+@cython.final
+cdef class ZeroCopyReader(StreamReader):
+    """Multishot RECV_ZC on its queue's ring (zcrx.pyx), tagged with this
+    object as on the loop's ring; the queue reaps that ring and hands each
+    completion to RingLoop.dispatch(), after setting cqe_off."""
+
+    cdef int arm(self) except -1:
+        if self.starved:
+            return 0                # until room_again()
+        if not self.zcrx.arm(self):
+            # the queue closed (or its loop did) meanwhile: ordinary reads
+            self.transport.zc_off(True)
+            return 0
+        return 1
+
+    cdef int stop(self) except -1:
+        return self.zcrx.disarm(self)
+
+    cdef int room_again(self) except -1:
+        self.starved = False
+        return self.transport.start_reading()
+
+    cdef int complete(self, int32_t res, uint32_t flags) except -1:
+        cdef StreamTransport tr = self.transport
+        cdef ZeroCopyReceive zcrx = self.zcrx
+        cdef ZeroCopyPiece piece
+        cdef bint final = (flags & IORING_CQE_F_MORE) == 0
+        try:
+            if res > 0:
+                piece = zcrx.new_piece(self.cqe_off, res)
+                tr.zc_received_bytes += res
+                if zcrx.past_high_water() and tr.read_state != READ_CLOSED:
+                    # the area fills: stop until it has room again (zcrx.give)
+                    self.starved = True
+                    zcrx.starved.append(self)
+                    self.stop()
+                tr.received(piece, res)
+            elif res == 0:
+                tr.received_eof()
+            elif (final and (res == -EINVAL or res == -EOPNOTSUPP)
+                    and tr.zc_received_bytes == 0):
+                # the kernel refused RECV_ZC for this socket before it
+                # consumed a byte: ordinary reads from now on
+                zcrx.refused(res)
+                tr.switch_reader(new_reader(RingReader, tr))
+            elif res != -ECANCELED and res != -ENOSPC and res != -ENOBUFS:
+                # (no space: the CQ overflowed; armed again, as after a dry
+                # buffer ring)
+                tr.read_failed(res)
+        finally:
+            if final:
+                zcrx.readers.discard(self)
+                tr.reader_done()
+        return 0
