@@ -11,6 +11,7 @@ import pytest
 
 import uringloop
 from conftest import requires, run_with_tiny_memlock
+from protocols import Sink, collecting
 
 pytestmark = requires("SEND_ZC")
 
@@ -27,21 +28,14 @@ async def zero_copy_connection_to_a_sink(loop):
     """A TCP connection in ZC_ALWAYS mode to a server that collects what
     arrives: (transport, server, the bytes received, a future resolved at
     the server side's connection_lost)."""
-    got = bytearray()
-    done = loop.create_future()
-
-    class Sink(asyncio.Protocol):
-        def data_received(self, data):
-            got.extend(data)
-
-        def connection_lost(self, exc):
-            done.set_result(None)
-
-    server = await loop.create_server(Sink, "127.0.0.1", 0)
+    sinks = []
+    server = await loop.create_server(collecting(Sink, sinks), "127.0.0.1", 0)
     tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
     tr.get_extra_info("socket").setsockopt(
         uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
-    return tr, server, got, done
+    while not sinks:
+        await asyncio.sleep(0)
+    return tr, server, sinks[0].data, sinks[0].done
 
 
 def test_pool_reuses_and_merges_returned_pages(uloop):
@@ -100,18 +94,7 @@ def test_buffer_outlives_its_loop_as_plain_memory():
 
     async def main():                   # and another loop can still send it
         loop = asyncio.get_running_loop()
-        got = bytearray()
-        done = loop.create_future()
-
-        class Sink(asyncio.Protocol):
-            def data_received(self, data):
-                got.extend(data)
-
-            def connection_lost(self, exc):
-                done.set_result(None)
-
-        server = await loop.create_server(Sink, "127.0.0.1", 0)
-        tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
+        tr, server, got, done = await zero_copy_connection_to_a_sink(loop)
         result = await tr.write_zerocopy(buf)
         assert result.nbytes == 5000
         tr.close()
@@ -294,18 +277,15 @@ def test_a_dropped_region_is_not_unmapped_under_a_send(uloop):
     cannot come back while a send holds it: a send from a buffer whose
     siblings are released completes with the right bytes."""
     async def main():
-        got = bytearray()
-        done = uloop.create_future()
-
-        class Sink(asyncio.Protocol):
-            def data_received(self, d):
-                got.extend(d)
-                if len(got) >= 8 * 1024 * 1024 and not done.done():
-                    done.set_result(None)
-        srv = await uloop.create_server(Sink, "127.0.0.1", 0)
+        sinks = []
+        srv = await uloop.create_server(collecting(lambda: Sink(until=8 << 20), sinks),
+                                        "127.0.0.1", 0)
         tr, _ = await uloop.create_connection(asyncio.Protocol, *srv.sockets[0].getsockname())
         tr.get_extra_info("socket").setsockopt(
             uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, uringloop.ZC_ALWAYS)
+        while not sinks:
+            await asyncio.sleep(0)
+        got, done = sinks[0].data, sinks[0].enough
         buf = uloop.zerocopy_buffer(8 * 1024 * 1024)
         memoryview(buf)[:] = bytes(range(256)) * (len(buf) // 256)
         fut = tr.write_zerocopy(buf)

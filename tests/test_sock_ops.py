@@ -270,24 +270,45 @@ def test_cancelled_accept_keeps_the_connection(any_loop):
 
 
 def test_cancel_connect_then_retry(any_loop):
+    """A sock_connect() cancelled at its first await leaves nothing behind
+    that hinders the next: each time, a fresh socket then connects, and the
+    server accepts that connection and reads the byte it sent (behind the
+    cancelled attempt's connection, which may have been queued first)."""
     async def main():
         srv = socket.socket()
         srv.bind(("127.0.0.1", 0))
-        srv.listen()
+        srv.listen(32)
+        srv.setblocking(False)
+        address = srv.getsockname()
+        served = []
         with srv:
-            for _ in range(10):
+            for i in range(10):
                 s = socket.socket()
                 s.setblocking(False)
                 with s:
-                    t = asyncio.ensure_future(any_loop.sock_connect(s, srv.getsockname()))
+                    t = asyncio.ensure_future(any_loop.sock_connect(s, address))
                     await asyncio.sleep(0)
                     t.cancel()
                     try:
                         await t
                     except asyncio.CancelledError:
                         pass
+                retry = socket.socket()
+                retry.setblocking(False)
+                with retry:
+                    await any_loop.sock_connect(retry, address)
+                    await any_loop.sock_sendall(retry, b"%d;" % i)
+                    while True:             # the cancelled one's, if queued, is empty
+                        conn, _ = await any_loop.sock_accept(srv)
+                        with conn:
+                            got = await any_loop.sock_recv(conn, 16)
+                        if got:
+                            served.append(got)
+                            break
+        return served
 
-    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+    served = any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+    assert served == [b"%d;" % i for i in range(10)]
 
 
 def test_sock_sendfile(any_loop, tmp_path):

@@ -13,24 +13,13 @@ import pytest
 
 import uringloop
 from conftest import requires, run_with_tiny_memlock
+from protocols import Sink
 
 pytestmark = requires("SEND_ZC")
 
 
 def run(coro, timeout=60):
     return uringloop.run(asyncio.wait_for(coro, timeout))
-
-
-class Sink(asyncio.Protocol):
-    def __init__(self):
-        self.data = bytearray()
-        self.done = asyncio.get_running_loop().create_future()
-
-    def data_received(self, data):
-        self.data += data
-
-    def connection_lost(self, exc):
-        self.done.set_result(exc)
 
 
 async def connected_pair(family=socket.AF_INET, path=None):
