@@ -473,6 +473,10 @@ include "ring.pyx"
 include "operation.pyx"
 include "sockops.pyx"
 include "fdwatch.pyx"
+include "process.pyx"
+include "signals.pyx"
+include "unix.pyx"
+include "sendfile.pyx"
 include "buffer_pool.pyx"
 include "zcrx.pyx"
 include "zcrx_simulated.pyx"
@@ -1089,108 +1093,14 @@ cdef class RingLoop:
     def _make_write_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
         return new_pipe_transport(self, pipe, protocol, waiter, extra, True)
 
-    async def _make_subprocess_transport(self, protocol, args, shell, stdin,
-                                         stdout, stderr, bufsize, extra=None,
-                                         **kwargs):
-        # The process is started by the stdlib's Unix subprocess transport;
-        # its exit is learnt from a pidfd polled through the ring, so no
-        # child watcher (and no SIGCHLD handler or thread) is involved.
-        waiter = self.create_future()
-        transp = unix_events._UnixSubprocessTransport(
-            self, protocol, args, shell, stdin, stdout, stderr, bufsize,
-            waiter=waiter, extra=extra, **kwargs)
-        self._watch_child(transp)
-        try:
-            await waiter
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException:
-            transp.close()
-            await transp._wait()
-            raise
-        return transp
+    # child processes (process.pyx)
+    _make_subprocess_transport = _make_subprocess_transport
+    _watch_child = _watch_child
 
-    def _watch_child(self, transp):
-        cdef ChildWatch watch = ChildWatch.__new__(ChildWatch)
-        watch.loop = self
-        watch.context = PyContext_CopyCurrent()
-        watch.pid = transp.get_pid()
-        watch.transp = transp
-        watch.pidfd = os.pidfd_open(watch.pid)
-        watch.arm()
-
-    def _start_serving(self, protocol_factory, sock, sslcontext=None,
-                       server=None, backlog=100,
-                       ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
-                       ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
-        cdef ServerAccept op
-        fd = sock.fileno()
-        if fd in self.accepting:
-            return
-        op = ServerAccept.__new__(ServerAccept)
-        op.loop = self
-        # accepted connections are made -- protocol_factory() called, the
-        # transport's context copied -- in a copy of the context current
-        # here, as by the selector loop's reader handle
-        op.context = PyContext_CopyCurrent()
-        op.sock = sock
-        op.fd = fd
-        op.family = socket_family(sock)
-        op.type = socket_type(sock)
-        op.proto = sock.proto
-        op.protocol_factory = protocol_factory
-        op.sslcontext = sslcontext
-        op.server = server
-        op.ssl_handshake_timeout = ssl_handshake_timeout
-        op.ssl_shutdown_timeout = ssl_shutdown_timeout
-        op.active = True
-        # as many accepts per wake-up as the backlog (transports/server.pyx)
-        op.burst = max(1, min(backlog, 0x7fffffff))
-        self.accepting[fd] = op
-        op.arm()
-
-    def _stop_serving(self, sock):
-        """Stop accepting on sock and close it now (ServerAccept.stop)."""
-        cdef ServerAccept op = self.accepting.pop(sock.fileno(), None)
-        if op is None:
-            self.remove_reader(sock)
-            sock.close()
-            return
-        op.stop()
-
-    async def _accept_connection2(self, protocol_factory, conn, extra,
-                                  sslcontext=None, server=None,
-                                  ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
-                                  ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
-                                  listener=None):
-        protocol = None
-        transport = None
-        try:
-            protocol = protocol_factory()
-            waiter = self.create_future()
-            transport = self._make_ssl_transport(
-                conn, protocol, sslcontext, waiter=waiter, server_side=True,
-                extra=extra, server=server,
-                ssl_handshake_timeout=ssl_handshake_timeout,
-                ssl_shutdown_timeout=ssl_shutdown_timeout, listener=listener)
-            try:
-                await waiter
-            except BaseException:
-                transport.close()
-                raise
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            if self._debug:
-                context = {
-                    'message': 'Error on transport creation for incoming connection',
-                    'exception': exc,
-                }
-                if protocol is not None:
-                    context['protocol'] = protocol
-                if transport is not None:
-                    context['transport'] = transport
-                self.call_exception_handler(context)
+    # servers (transports/server.pyx)
+    _start_serving = _start_serving
+    _stop_serving = _stop_serving
+    _accept_connection2 = _accept_connection2
 
     def add_reader(self, fd, callback, *args):
         """Call callback(*args) whenever fd is readable (level-triggered)."""
@@ -1339,97 +1249,6 @@ cdef class RingLoop:
                 self.wakeup_op = None
 
 
-@cython.final
-cdef class ChildWatch(Operation):
-    """A POLL_ADD on a pidfd: readable once the child has exited."""
-
-    cdef int arm(self) except -1:
-        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
-        ul_prep_poll_add(sqe, self.pidfd, POLLIN)
-        return 0
-
-    cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if res == -ECANCELED or res == -EAGAIN:
-            if not self.loop.draining:
-                self.arm()
-            return 0
-        os.close(self.pidfd)
-        self.pidfd = -1
-        try:
-            _, status = os.waitpid(self.pid, 0)
-            returncode = os.waitstatus_to_exitcode(status)
-        except ChildProcessError:
-            # someone else (a child watcher of another loop) reaped it
-            logger.warning("Unknown child process pid %d, will report "
-                           "returncode 255", self.pid)
-            returncode = 255
-        transp = self.transp
-        self.transp = None
-        if transp._returncode is None:
-            transp._process_exited(returncode)
-        return 0
-
-    def __dealloc__(self):
-        if self.pidfd >= 0:
-            close(self.pidfd)
-
-
-def _reject_ssl_only(**arguments):
-    for name, value in arguments.items():
-        if value is not None:
-            raise ValueError(f'{name} is only meaningful with ssl')
-
-
-def _check_unix_stream_socket(sock):
-    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
-        raise ValueError(f'A UNIX Domain Stream Socket was expected, got {sock!r}')
-
-
-def _remove_stale_unix_socket(path):
-    # stat(2) and unlink(2) called directly, as the stdlib calls os.stat and
-    # os.remove: a checker of blocking calls in the loop (blockbuster, in
-    # aiohttp's and anyio's suites) allows them in asyncio's own
-    # create_unix_server and would flag them here.
-    cdef struct_stat st
-    cdef bytes raw = os.fsencode(path)
-    cdef int code
-    try:
-        if c_stat(raw, &st) != 0 or (S_ISSOCK(st.st_mode) and c_unlink(raw) != 0):
-            code = errno
-            raise OSError(code, os.strerror(code), path)
-    except FileNotFoundError:
-        pass
-    except OSError as err:
-        logger.error('Unable to check or remove stale UNIX socket %r: %r', path, err)
-
-
-def _sighandler_noop(signum, frame):
-    """Installed for handled signals: the C-level handler has already written
-    the signal number to the wakeup socket, which the loop reads."""
-
-
-@cython.final
-cdef class SignalWakeRecv(Operation):
-    """The standing RECV on the signal wakeup socket (signal.set_wakeup_fd
-    writes one byte per signal)."""
-
-    cdef int arm(self) except -1:
-        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
-        ul_prep_recv(sqe, self.fd, self.buf, sizeof(self.buf), 0)
-        return 0
-
-    cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        cdef int i
-        if res == -ECANCELED or self.fd < 0:
-            return 0
-        if res > 0:
-            for i in range(res):
-                self.loop._handle_signal(<unsigned char>self.buf[i])
-        if res != 0 and self.loop.ring.open and not self.loop.draining:
-            self.arm()
-        return 0
-
-
 class Loop(RingLoop, base_events.BaseEventLoop):
     """An asyncio event loop whose I/O goes through io_uring.
 
@@ -1491,234 +1310,17 @@ class Loop(RingLoop, base_events.BaseEventLoop):
     def _process_events(self, event_list):
         pass    # completions are dispatched in RingLoop.reap
 
-    # ---- signals ------------------------------------------------------
-
-    def _check_signal(self, sig):
-        if not isinstance(sig, int):
-            raise TypeError(f'sig must be an int, not {sig!r}')
-        if sig not in signal.valid_signals():
-            raise ValueError(f'invalid signal number {sig}')
-
-    def _ensure_signal_socket(self):
-        cdef SignalWakeRecv op
-        if self._signal_ssock is not None:
-            return
-        ssock, csock = socket.socketpair()
-        ssock.setblocking(False)
-        csock.setblocking(False)
-        self._signal_ssock, self._signal_csock = ssock, csock
-        op = SignalWakeRecv.__new__(SignalWakeRecv)
-        op.loop = self
-        op.fd = ssock.fileno()
-        op.arm()
-        self._signal_op = op
-
-    def add_signal_handler(self, sig, callback, *args):
-        """Call callback(*args) from the loop when signal sig arrives.
-
-        Raises RuntimeError when sig cannot be caught or the loop does not
-        run in the main thread, ValueError for an invalid signal, TypeError
-        for a coroutine callback."""
-        if asyncio.iscoroutine(callback) or asyncio.iscoroutinefunction(callback):
-            raise TypeError("coroutines cannot be used with add_signal_handler()")
-        self._check_signal(sig)
-        self._check_closed()
-        self._ensure_signal_socket()
-        try:
-            signal.set_wakeup_fd(self._signal_csock.fileno())
-        except (ValueError, OSError) as exc:
-            raise RuntimeError(str(exc))
-        handle = events.Handle(callback, args, self, None)
-        self._signal_handlers[sig] = handle
-        try:
-            signal.signal(sig, _sighandler_noop)
-            signal.siginterrupt(sig, False)
-        except OSError as exc:
-            del self._signal_handlers[sig]
-            if not self._signal_handlers:
-                try:
-                    signal.set_wakeup_fd(-1)
-                except (ValueError, OSError) as nexc:
-                    logger.info('set_wakeup_fd(-1) failed: %s', nexc)
-            if exc.errno == _errno.EINVAL:
-                raise RuntimeError(f'sig {sig:d} cannot be caught')
-            raise
-
-    def _handle_signal(self, sig):
-        handle = self._signal_handlers.get(sig)
-        if handle is None:
-            return
-        if handle._cancelled:
-            self.remove_signal_handler(sig)
-        else:
-            self._add_callback_signalsafe(handle)
-
-    def remove_signal_handler(self, sig):
-        """Remove the handler for sig; True if there was one."""
-        self._check_signal(sig)
-        try:
-            del self._signal_handlers[sig]
-        except KeyError:
-            return False
-        handler = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
-        try:
-            signal.signal(sig, handler)
-        except OSError as exc:
-            if exc.errno == _errno.EINVAL:
-                raise RuntimeError(f'sig {sig:d} cannot be caught')
-            raise
-        if not self._signal_handlers:
-            try:
-                signal.set_wakeup_fd(-1)
-            except (ValueError, OSError) as exc:
-                logger.info('set_wakeup_fd(-1) failed: %s', exc)
-        return True
-
-    # ---- Unix sockets ---------------------------------------------------
-
-    async def create_unix_connection(self, protocol_factory, path=None, *,
-                                     ssl=None, sock=None, server_hostname=None,
-                                     ssl_handshake_timeout=None,
-                                     ssl_shutdown_timeout=None):
-        """Connect to the Unix stream socket at path (or use sock);
-        (transport, protocol).  Raises ValueError for inconsistent
-        arguments, OSError when the connection fails."""
-        if server_hostname is not None and not isinstance(server_hostname, str):
-            raise TypeError("server_hostname must be a str")
-        if ssl:
-            if server_hostname is None:
-                raise ValueError('you have to pass server_hostname when using ssl')
-        else:
-            _reject_ssl_only(server_hostname=server_hostname,
-                             ssl_handshake_timeout=ssl_handshake_timeout,
-                             ssl_shutdown_timeout=ssl_shutdown_timeout)
-        if path is not None:
-            if sock is not None:
-                raise ValueError('path and sock can not be specified at the same time')
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0)
-            try:
-                sock.setblocking(False)
-                await self.sock_connect(sock, os.fspath(path))
-            except BaseException:
-                sock.close()
-                raise
-        else:
-            if sock is None:
-                raise ValueError('no path and sock were specified')
-            _check_unix_stream_socket(sock)
-            sock.setblocking(False)
-        return await self._create_connection_transport(
-            sock, protocol_factory, ssl, server_hostname,
-            ssl_handshake_timeout=ssl_handshake_timeout,
-            ssl_shutdown_timeout=ssl_shutdown_timeout)
-
-    async def create_unix_server(self, protocol_factory, path=None, *,
-                                 sock=None, backlog=100, ssl=None,
-                                 ssl_handshake_timeout=None,
-                                 ssl_shutdown_timeout=None,
-                                 start_serving=True):
-        """Serve on a Unix stream socket bound to path (a stale socket file
-        there is replaced; a path starting with NUL is abstract) or on
-        sock.  Returns an asyncio Server."""
-        if isinstance(ssl, bool):
-            raise TypeError('ssl argument must be an SSLContext or None')
-        if not ssl:
-            _reject_ssl_only(ssl_handshake_timeout=ssl_handshake_timeout,
-                             ssl_shutdown_timeout=ssl_shutdown_timeout)
-        if path is not None:
-            if sock is not None:
-                raise ValueError('path and sock can not be specified at the same time')
-            path = os.fspath(path)
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            if path[0] not in (0, '\x00'):
-                _remove_stale_unix_socket(path)
-            try:
-                sock.bind(path)
-            except OSError as exc:
-                sock.close()
-                if exc.errno == _errno.EADDRINUSE:
-                    raise OSError(_errno.EADDRINUSE,
-                                  f'Address {path!r} is already in use') from None
-                raise
-            except BaseException:
-                sock.close()
-                raise
-        else:
-            if sock is None:
-                raise ValueError('path was not specified, and no sock specified')
-            _check_unix_stream_socket(sock)
-        sock.setblocking(False)
-        server = base_events.Server(self, [sock], protocol_factory, ssl, backlog,
-                                    ssl_handshake_timeout, ssl_shutdown_timeout)
-        if start_serving:
-            server._start_serving()
-            await asyncio.sleep(0)
-        return server
-
-    # ---- sendfile -------------------------------------------------------
-
-    async def _sendfile_native(self, transp, file, offset, count):
-        # loop.sendfile(transport, ...) on a plain stream transport: wait
-        # until its queued writes are sent, then send the file on its socket
-        # through the ring (sock_sendfile); writes meanwhile raise.
-        if type(transp) is not StreamTransport:
-            raise exceptions.SendfileNotAvailableError(
-                "sendfile is not supported for this transport")
-        resume_reading = transp.is_reading()
-        transp.pause_reading()
-        await transp._make_empty_waiter()
-        try:
-            return await self.sock_sendfile(transp._sock, file, offset, count,
-                                            fallback=False)
-        finally:
-            transp._reset_empty_waiter()
-            if resume_reading:
-                transp.resume_reading()
-
-    async def _sock_sendfile_native(self, sock, file, offset, count):
-        # READ from the file and SEND to the socket, both through the ring,
-        # through one reused buffer: no thread, no blocking call.
-        try:
-            fileno = file.fileno()
-        except (AttributeError, io.UnsupportedOperation):
-            raise exceptions.SendfileNotAvailableError("not a regular file")
-        try:
-            st = os.fstat(fileno)
-        except OSError:
-            raise exceptions.SendfileNotAvailableError("not a regular file")
-        if not stat.S_ISREG(st.st_mode):
-            raise exceptions.SendfileNotAvailableError("not a regular file")
-        remaining = count if count else max(st.st_size - offset, 0)
-        if remaining == 0:
-            return 0
-        buf = bytearray(min(remaining, 256 * 1024))
-        view = memoryview(buf)
-        total = 0
-        try:
-            while remaining > 0:
-                n = await file_read(self, fileno, view[:min(remaining, len(buf))],
-                                          offset + total)
-                if n == 0:
-                    break
-                progress = [0]
-                try:
-                    await sendall_counted(self, sock, view[:n], progress)
-                finally:
-                    total += progress[0]
-                remaining -= n
-            return total
-        finally:
-            view.release()
-            if total > 0:
-                file.seek(offset + total)
-
-
-import io
-import signal
-import stat
-
-
-_features = None
+    # signals (signals.pyx), Unix sockets (unix.pyx), sendfile (sendfile.pyx):
+    # module functions the class takes as they are
+    _check_signal = _check_signal
+    _ensure_signal_socket = _ensure_signal_socket
+    add_signal_handler = add_signal_handler
+    _handle_signal = _handle_signal
+    remove_signal_handler = remove_signal_handler
+    create_unix_connection = create_unix_connection
+    create_unix_server = create_unix_server
+    _sendfile_native = _sendfile_native
+    _sock_sendfile_native = _sock_sendfile_native
 
 
 def features():

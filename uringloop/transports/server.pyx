@@ -205,3 +205,81 @@ cdef int serve_accepted(RingLoop loop, ServerAccept op, object conn) except -1:
                 'exception': exc,
             })
     return 0
+
+
+# ---- the loop's methods for servers (RingLoop takes them as they are) ----
+
+def _start_serving(RingLoop self, protocol_factory, sock, sslcontext=None,
+                   server=None, backlog=100,
+                   ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
+                   ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+    cdef ServerAccept op
+    fd = sock.fileno()
+    if fd in self.accepting:
+        return
+    op = ServerAccept.__new__(ServerAccept)
+    op.loop = self
+    # accepted connections are made -- protocol_factory() called, the
+    # transport's context copied -- in a copy of the context current
+    # here, as by the selector loop's reader handle
+    op.context = PyContext_CopyCurrent()
+    op.sock = sock
+    op.fd = fd
+    op.family = socket_family(sock)
+    op.type = socket_type(sock)
+    op.proto = sock.proto
+    op.protocol_factory = protocol_factory
+    op.sslcontext = sslcontext
+    op.server = server
+    op.ssl_handshake_timeout = ssl_handshake_timeout
+    op.ssl_shutdown_timeout = ssl_shutdown_timeout
+    op.active = True
+    # as many accepts per wake-up as the backlog (transports/server.pyx)
+    op.burst = max(1, min(backlog, 0x7fffffff))
+    self.accepting[fd] = op
+    op.arm()
+
+
+def _stop_serving(RingLoop self, sock):
+    """Stop accepting on sock and close it now (ServerAccept.stop)."""
+    cdef ServerAccept op = self.accepting.pop(sock.fileno(), None)
+    if op is None:
+        self.remove_reader(sock)
+        sock.close()
+        return
+    op.stop()
+
+
+async def _accept_connection2(RingLoop self, protocol_factory, conn, extra,
+                              sslcontext=None, server=None,
+                              ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
+                              ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
+                              listener=None):
+    protocol = None
+    transport = None
+    try:
+        protocol = protocol_factory()
+        waiter = self.create_future()
+        transport = self._make_ssl_transport(
+            conn, protocol, sslcontext, waiter=waiter, server_side=True,
+            extra=extra, server=server,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout, listener=listener)
+        try:
+            await waiter
+        except BaseException:
+            transport.close()
+            raise
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        if self._debug:
+            context = {
+                'message': 'Error on transport creation for incoming connection',
+                'exception': exc,
+            }
+            if protocol is not None:
+                context['protocol'] = protocol
+            if transport is not None:
+                context['transport'] = transport
+            self.call_exception_handler(context)
