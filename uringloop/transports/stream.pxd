@@ -82,15 +82,10 @@ cdef class StreamTransport(BaseTransport):
     cdef object send_owed_now(self)
     cdef int submit_send(self) except -1
     cdef int submit_send_zc(self, object head) except -1
-    cdef Py_ssize_t send_batch(self, Py_ssize_t n)
-    cdef Py_ssize_t zc_batch(self, object head)
-    cdef list queued_message(self, msghdr *msg, iovec *iov, Py_ssize_t n)
     cdef int zc_send_completed(self, int32_t res) except -1
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1
     cdef int send_result(self, int32_t res, bint zerocopy) except -1
     cdef int sent_from_queue(self, Py_ssize_t n) except -1
-    cdef int take_sender(self) except -1
-    cdef int give_back_sender(self) except -1
 
 
 cdef class StreamReader(Operation):

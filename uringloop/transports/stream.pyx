@@ -145,7 +145,7 @@ cdef class StreamSend(Operation):
 
     cdef int arm(self) except -1:
         """A SEND of the transport's head chunk, or a SENDMSG of the chunks
-        queued from it (send_batch); held until the completion."""
+        queued from it (queue_batch); held until the completion."""
         cdef StreamTransport tr = self.transport
         cdef Py_ssize_t n = len(tr.write_queue)
         head = tr.write_queue[0]
@@ -154,14 +154,14 @@ cdef class StreamSend(Operation):
             ul_prep_send(self.loop.sqe_for(self), tr.fd, chunk_ptr(head) + tr.head_offset,
                          <size_t>(chunk_len(head) - tr.head_offset), MSG_NOSIGNAL)
             return 0
-        n = tr.send_batch(n)
+        n = queue_batch(tr, n)
         if self.iov == NULL:
             # (most sends are of one chunk and need none: a connection
             # with a send in flight costs 1 KiB less)
             self.iov = <iovec *>PyMem_Malloc(MAX_IOV * sizeof(iovec))
             if self.iov == NULL:
                 raise MemoryError()
-        self.held = tr.queued_message(&self.msg, self.iov, n)
+        self.held = queue_message(tr, &self.msg, self.iov, n)
         ul_prep_sendmsg(self.loop.sqe_for(self), tr.fd, &self.msg, MSG_NOSIGNAL)
         return 0
 
@@ -492,7 +492,7 @@ cdef class StreamTransport(BaseTransport):
             else:
                 self.zc.plain_bytes += sent
         if self.send_op is None:
-            self.take_sender()
+            lend_sender(self)
         self.send_op.queue_append(data)
         self.write_buffer_size += size - sent
         if sent:
@@ -547,7 +547,7 @@ cdef class StreamTransport(BaseTransport):
         if self.write_queue and not self.conn_lost and self.loop.ring.open:
             return self.submit_send()
         self.set_send_state(SEND_IDLE)
-        return self.give_back_sender()
+        return return_sender(self)
 
     cdef int submit_send(self) except -1:
         """Write the request for the head of the queue: a SEND_ZC or
@@ -560,49 +560,6 @@ cdef class StreamTransport(BaseTransport):
         self.send_op.arm()
         return self.op_started()
 
-    cdef Py_ssize_t send_batch(self, Py_ssize_t n):
-        """How many of the n queued chunks one SENDMSG takes: up to MAX_IOV,
-        and no more than SEND_BATCH_BYTES once the first is in."""
-        cdef Py_ssize_t i = 1, total = chunk_len(self.write_queue[0]) - self.head_offset
-        if n > MAX_IOV:
-            n = MAX_IOV
-        while i < n and total < SEND_BATCH_BYTES:
-            total += chunk_len(self.write_queue[i])
-            i += 1
-        return i
-
-    cdef Py_ssize_t zc_batch(self, object head):
-        """How many chunks from the head leave in one zero-copy request:
-        one SENDMSG_ZC takes every zero-copy chunk queued behind the head
-        (within send_batch's bounds), as the copying path's SENDMSG takes
-        every chunk;
-        one SEND_ZC per chunk went one request, and one enter, per chunk
-        (bench/run_zerocopy.py, TCP, ZC always: 0.10x of copying at 4 KiB).
-        Chunks in registered buffers go together only when they lie in the
-        same registered region (one request names one buffer index) and
-        the kernel takes a vectored registered send (6.15, probed by its
-        READV_FIXED); otherwise a registered chunk goes alone with SEND_ZC,
-        the one zero-copy request that names a fixed buffer on every
-        kernel (1 enter per 4 KiB send, 0.08x of copying, before 6.15)."""
-        cdef Py_ssize_t n = 1, size = len(self.write_queue), limit
-        cdef int index = -1
-        if size == 1 or not self.loop.ops_supported[48]:     # IORING_OP_SENDMSG_ZC
-            return 1
-        if type(head) is ZeroCopyFuture and (<ZeroCopyFuture>head).buf_index >= 0:
-            if not self.loop.ops_supported[UL_OP_READV_FIXED]:
-                return 1
-            index = (<ZeroCopyFuture>head).buf_index
-        limit = self.send_batch(size)       # MAX_IOV and SEND_BATCH_BYTES
-        while n < limit:
-            chunk = self.write_queue[n]
-            if type(chunk) is ZeroCopyFuture:
-                if (<ZeroCopyFuture>chunk).buf_index != index:
-                    break           # another region, or registered after plain
-            elif index >= 0 or self.zc.mode != ZC_ALWAYS:
-                break
-            n += 1
-        return n
-
     cdef int submit_send_zc(self, object head) except -1:
         """The head chunk with SEND_ZC, or it and the zero-copy chunks
         behind it with one SENDMSG_ZC (zc_batch); they stay held until the
@@ -613,32 +570,10 @@ cdef class StreamTransport(BaseTransport):
         op.context = self.context
         op.transport = self
         self.set_send_state(SEND_ZEROCOPY)
-        op.arm(head, self.zc_batch(head))
+        op.arm(head, zc_batch(self, head))
         self.zc.notifs_pending += 1
         self.zc_send_op = op
         return self.op_started()
-
-    cdef list queued_message(self, msghdr *msg, iovec *iov, Py_ssize_t n):
-        """Point msg at the first n queued chunks (iov has room for n),
-        the head from head_offset on; return the chunks, for the request
-        to hold while the kernel reads them."""
-        cdef Py_ssize_t i
-        cdef list chunks = []
-        for i in range(n):
-            chunk = self.write_queue[i]
-            chunks.append(chunk)
-            iov[i].iov_base = chunk_ptr(chunk)
-            iov[i].iov_len = chunk_len(chunk)
-        iov[0].iov_base = <char *>iov[0].iov_base + self.head_offset
-        iov[0].iov_len -= self.head_offset
-        msg.msg_name = NULL
-        msg.msg_namelen = 0
-        msg.msg_iov = iov
-        msg.msg_iovlen = n
-        msg.msg_control = NULL
-        msg.msg_controllen = 0
-        msg.msg_flags = 0
-        return chunks
 
     cdef int zc_send_completed(self, int32_t res) except -1:
         self.zc_send_op = None
@@ -649,54 +584,17 @@ cdef class StreamTransport(BaseTransport):
             if self.write_queue and not self.conn_lost:
                 return self.submit_send()
             self.set_send_state(SEND_IDLE)
-            return self.give_back_sender()
+            return return_sender(self)
         if res > 0:
             self.zc.zc_sends += 1
             self.zc.zc_bytes += res
         return self.send_completed(res, True)
 
-    cdef int take_sender(self) except -1:
-        """Borrow a StreamSend and its (empty) queue from the loop (its
-        idle ones are a linked list: see DatagramTransport.take_send_op)."""
-        cdef StreamSend op = self.loop.spare_sends
-        if op is not None:
-            self.loop.spare_sends = op.next_spare
-            self.loop.spare_send_count -= 1
-            op.next_spare = None
-        else:
-            op = StreamSend.__new__(StreamSend)
-            op.sends = True
-            op.loop = self.loop
-            op.queue = collections.deque()
-            op.queue_append = op.queue.append
-            op.queue_popleft = op.queue.popleft
-        op.transport = self
-        op.context = self.context
-        self.send_op = op
-        self.write_queue = op.queue
-        return 0
-
-    cdef int give_back_sender(self) except -1:
-        """Return the StreamSend once nothing is queued or in flight."""
-        cdef StreamSend op = self.send_op
-        if op is None or self.send_state != SEND_IDLE or op.in_flight or self.write_queue:
-            return 0
-        self.send_op = None
-        self.write_queue = None
-        op.transport = None
-        op.context = None
-        op.held = None
-        if self.loop.spare_send_count < SEND_POOL_MAX:
-            op.next_spare = self.loop.spare_sends
-            self.loop.spare_sends = op
-            self.loop.spare_send_count += 1
-        return 0
-
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1:
         try:
             return self.send_result(res, zerocopy)
         finally:
-            self.give_back_sender()
+            return_sender(self)
 
     cdef int sent_from_queue(self, Py_ssize_t n) except -1:
         """n bytes from the head of the write queue have left: drop the
@@ -782,7 +680,7 @@ cdef class StreamTransport(BaseTransport):
                 zb.finish_if_released()
             return zb
         if self.send_op is None:
-            self.take_sender()
+            lend_sender(self)
         self.send_op.queue_append(zb)
         self.write_buffer_size += zb.view.len
         if self.send_state == SEND_IDLE:
@@ -791,38 +689,9 @@ cdef class StreamTransport(BaseTransport):
         return zb
 
     def get_extra_info(self, name, default=None):
-        """As BaseTransport; 'zerocopy' gives the zero-copy statistics."""
-        if name == 'zerocopy':
-            return self.zc.stats()
-        if name == 'reading':
-            # how this transport receives (see the header of stream.pyx)
-            return {'mode': READ_MODE_NAMES[self.reader.mode], 'received_bytes': self.bytes_received,
-                    'direct_bytes': self.direct_bytes,
-                    'direct_switches': self.direct_switches}
-        if name == 'writing':
-            return {'direct_sends': self.direct_sends,
-                    'queued_bytes': self.write_buffer_size}
-        if name == 'zerocopy_receive':
-            if self.zcrx is None:
-                return default
-            stats = self.zcrx.stats()
-            stats['receiving_zerocopy'] = self.reader.mode == READS_ZEROCOPY
-            stats['receive_armed'] = self.reader.in_flight
-            stats['connection_zerocopy_bytes'] = self.zc_received_bytes
-            stats['copied_bytes'] = self.bytes_received    # received ordinarily
-            return stats
-        if self.extra is not None and name in self.extra:
-            return self.extra[name]
-        if name == 'peername':
-            return self.peername
-        if name == 'sockname':
-            return self.sockname
-        if name == 'socket':
-            # made at the first request: few ask, every connection would pay
-            if self.transport_socket is None:
-                self.transport_socket = UringTransportSocket(self.sock, self.zc)
-            return self.transport_socket
-        return default
+        """As BaseTransport; also 'zerocopy', 'reading', 'writing' and
+        'zerocopy_receive' (stream_extra_info)."""
+        return stream_extra_info(self, name, default)
 
     def write_eof(self):
         """Shut down the sending side once the queued data is sent."""
@@ -897,7 +766,7 @@ cdef class StreamTransport(BaseTransport):
         if self.send_state == SEND_OWED:
             self.set_send_state(SEND_IDLE)
         if self.send_state == SEND_IDLE:
-            self.give_back_sender()
+            return_sender(self)
         else:
             # its completion finds the queue dropped (send_result)
             self.loop.cancel_op(self.send_op if self.zc_send_op is None else self.zc_send_op)
@@ -944,7 +813,7 @@ cdef class StreamTransport(BaseTransport):
         if not self.write_queue:
             # nothing left for the owed request: flush_sends() skips it
             self.set_send_state(SEND_IDLE)
-            self.give_back_sender()
+            return_sender(self)
         return None
 
     def _call_connection_lost(self, exc):
@@ -955,6 +824,121 @@ cdef class StreamTransport(BaseTransport):
             self.kept = None
         self.kept_bytes = 0
         BaseTransport._call_connection_lost(self, exc)
+
+
+# ---- the write queue: a deque of chunks and the StreamSend that sends from
+# it, lent by the loop together while a transport has something to send
+
+cdef Py_ssize_t queue_batch(StreamTransport tr, Py_ssize_t n):
+    """How many of the n queued chunks one SENDMSG takes: up to MAX_IOV,
+    and no more than SEND_BATCH_BYTES once the first is in."""
+    cdef Py_ssize_t i = 1, total = chunk_len(tr.write_queue[0]) - tr.head_offset
+    if n > MAX_IOV:
+        n = MAX_IOV
+    while i < n and total < SEND_BATCH_BYTES:
+        total += chunk_len(tr.write_queue[i])
+        i += 1
+    return i
+
+
+cdef list queue_message(StreamTransport tr, msghdr *msg, iovec *iov, Py_ssize_t n):
+    """Point msg at the first n queued chunks (iov has room for n),
+    the head from head_offset on; return the chunks, for the request
+    to hold while the kernel reads them."""
+    cdef Py_ssize_t i
+    cdef list chunks = []
+    for i in range(n):
+        chunk = tr.write_queue[i]
+        chunks.append(chunk)
+        iov[i].iov_base = chunk_ptr(chunk)
+        iov[i].iov_len = chunk_len(chunk)
+    iov[0].iov_base = <char *>iov[0].iov_base + tr.head_offset
+    iov[0].iov_len -= tr.head_offset
+    msg.msg_name = NULL
+    msg.msg_namelen = 0
+    msg.msg_iov = iov
+    msg.msg_iovlen = n
+    msg.msg_control = NULL
+    msg.msg_controllen = 0
+    msg.msg_flags = 0
+    return chunks
+
+
+cdef int lend_sender(StreamTransport tr) except -1:
+    """Borrow a StreamSend and its (empty) queue from the loop (its
+    idle ones are a linked list: see DatagramTransport.take_send_op)."""
+    cdef StreamSend op = tr.loop.spare_sends
+    if op is not None:
+        tr.loop.spare_sends = op.next_spare
+        tr.loop.spare_send_count -= 1
+        op.next_spare = None
+    else:
+        op = StreamSend.__new__(StreamSend)
+        op.sends = True
+        op.loop = tr.loop
+        op.queue = collections.deque()
+        op.queue_append = op.queue.append
+        op.queue_popleft = op.queue.popleft
+    op.transport = tr
+    op.context = tr.context
+    tr.send_op = op
+    tr.write_queue = op.queue
+    return 0
+
+
+cdef int return_sender(StreamTransport tr) except -1:
+    """Return the StreamSend once nothing is queued or in flight."""
+    cdef StreamSend op = tr.send_op
+    if op is None or tr.send_state != SEND_IDLE or op.in_flight or tr.write_queue:
+        return 0
+    tr.send_op = None
+    tr.write_queue = None
+    op.transport = None
+    op.context = None
+    op.held = None
+    if tr.loop.spare_send_count < SEND_POOL_MAX:
+        op.next_spare = tr.loop.spare_sends
+        tr.loop.spare_sends = op
+        tr.loop.spare_send_count += 1
+    return 0
+
+
+cdef object stream_extra_info(StreamTransport tr, object name, object default):
+    """StreamTransport.get_extra_info(): 'zerocopy' gives the zero-copy
+    statistics, 'reading' and 'writing' how the transport receives and
+    sends, 'zerocopy_receive' its zcrx queue's figures; the rest as the
+    stdlib's transports."""
+    if name == 'zerocopy':
+        return tr.zc.stats()
+    if name == 'reading':
+        # how this transport receives (see the header of stream.pyx)
+        return {'mode': READ_MODE_NAMES[tr.reader.mode], 'received_bytes': tr.bytes_received,
+                'direct_bytes': tr.direct_bytes,
+                'direct_switches': tr.direct_switches}
+    if name == 'writing':
+        return {'direct_sends': tr.direct_sends,
+                'queued_bytes': tr.write_buffer_size}
+    if name == 'zerocopy_receive':
+        if tr.zcrx is None:
+            return default
+        stats = tr.zcrx.stats()
+        stats['receiving_zerocopy'] = tr.reader.mode == READS_ZEROCOPY
+        stats['receive_armed'] = tr.reader.in_flight
+        stats['connection_zerocopy_bytes'] = tr.zc_received_bytes
+        stats['copied_bytes'] = tr.bytes_received    # received ordinarily
+        return stats
+    if tr.extra is not None and name in tr.extra:
+        return tr.extra[name]
+    if name == 'peername':
+        return tr.peername
+    if name == 'sockname':
+        return tr.sockname
+    if name == 'socket':
+        # made at the first request: few ask, every connection would pay
+        if tr.transport_socket is None:
+            tr.transport_socket = UringTransportSocket(tr.sock, tr.zc)
+        return tr.transport_socket
+    return default
 
 
 cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object protocol,
