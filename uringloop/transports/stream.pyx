@@ -1,5 +1,13 @@
 # StreamTransport: TCP and Unix stream sockets on io_uring.
 #
+# The transport is two state machines: a read state and a send state
+# (stream.pxd, READ_* and SEND_*), each changed in one method that checks
+# the move against its table below (READ_MOVES, SEND_MOVES); docs/design.md
+# has the tables with what makes each move.  The read state says what
+# happens to what arrives (delivered, kept, dropped); the reader -- the
+# read mode, an Operation of its own (stream_readers.pyx) -- says which
+# request brings it.  Why each mode, as measured:
+#
 # Reading: one multishot RECV per transport, its buffers picked by the kernel
 # from the loop's provided-buffer ring; each completion is copied into a
 # bytes object for data_received() and the buffer goes straight back to the
@@ -27,10 +35,10 @@
 # cancelled, so the peer is throttled by TCP as with a selector loop.
 #
 # A connection accepted by a server with zero-copy receive (zcrx.pyx)
-# receives with a multishot RECV_ZC on that queue's ring instead: pieces of
-# its area go to zc_received(), end of stream and errors to
-# recv_completed(); the queue changes the transport's state only through
-# the zc_* methods (armed, received, room again, refused, off).
+# receives with a multishot RECV_ZC on that queue's ring instead (its
+# ZeroCopyReader): pieces of the area are handed over as received() data;
+# the queue stops and restarts the reader for area pressure, and ends the
+# mode (zc_off) when it closes.
 #
 # Writing: at most one send request in flight per socket -- two sends in
 # flight on one TCP socket may be executed out of order.  write() queues the
