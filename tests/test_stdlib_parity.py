@@ -18,7 +18,7 @@ def _handler_calls(loop):
     return calls
 
 
-# ---- item 3: readiness watches and odd file objects --------------------------
+# ---- readiness watches and odd file objects ---------------------------------
 
 @pytest.mark.parametrize("kind", ["reader", "writer"])
 def test_remove_watch_of_a_socket_closed_since_finds_it_by_the_object(any_loop, kind):
@@ -77,7 +77,7 @@ def test_remove_reader_after_loop_close_returns_false(any_loop):
     b.close()
 
 
-# ---- item 4: the whole method set of the asyncio class a transport reports ---
+# ---- the whole method set of the asyncio class a transport reports ----------
 
 TRANSPORT_METHODS = [
     "get_extra_info", "is_closing", "close", "set_protocol", "get_protocol",
@@ -203,7 +203,7 @@ def test_datagram_pause_and_resume_reading(any_loop):
     assert got == [b"before", b"0", b"1", b"2", b"3", b"4", b"after"]
 
 
-# ---- item 1: protocol callbacks run in the context of their creation --------
+# ---- protocol callbacks run in the context of their creation ---------------
 
 import contextvars
 
@@ -286,7 +286,7 @@ def test_protocol_callbacks_see_the_context_of_their_creation():
     assert ours == reference
 
 
-# ---- item 6: socket families beyond IPv4, IPv6 and Unix -----------------------
+# ---- socket families beyond IPv4, IPv6 and Unix ------------------------------
 
 import struct
 
@@ -375,7 +375,7 @@ def test_packet_socket_addresses(any_loop):
     assert sent
 
 
-# ---- what aiohttp's own suite showed (item 7) ---------------------------------
+# ---- what aiohttp's own suite showed -----------------------------------------
 
 def test_callbacks_queued_before_the_io_run_ahead_of_its_callbacks(any_loop):
     """The selector loop runs the callbacks that were ready when it polled
