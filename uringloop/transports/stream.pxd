@@ -79,13 +79,11 @@ cdef class StreamTransport(BaseTransport):
     cdef int schedule_send(self) except -1
     cdef int flush_sends(self) except -1
     cdef int force_close(self, object exc) except -1
-    cdef object send_owed_now(self)
     cdef int submit_send(self) except -1
     cdef int submit_send_zc(self, object head) except -1
     cdef int zc_send_completed(self, int32_t res) except -1
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1
     cdef int send_result(self, int32_t res, bint zerocopy) except -1
-    cdef int sent_from_queue(self, Py_ssize_t n) except -1
 
 
 cdef class StreamReader(Operation):

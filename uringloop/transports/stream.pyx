@@ -604,25 +604,6 @@ cdef class StreamTransport(BaseTransport):
         finally:
             return_sender(self)
 
-    cdef int sent_from_queue(self, Py_ssize_t n) except -1:
-        """n bytes from the head of the write queue have left: drop the
-        chunks sent whole (a zero-copy one is told so), advance into the
-        next."""
-        self.write_buffer_size -= n
-        while n > 0:
-            chunk = self.write_queue[0]
-            if n >= chunk_len(chunk) - self.head_offset:
-                n -= chunk_len(chunk) - self.head_offset
-                self.head_offset = 0
-                self.send_op.queue_popleft()
-                if type(chunk) is ZeroCopyFuture:
-                    (<ZeroCopyFuture>chunk).sent = True
-                    (<ZeroCopyFuture>chunk).finish_if_released()
-            else:
-                self.head_offset += n
-                n = 0
-        return 0
-
     cdef int send_result(self, int32_t res, bint zerocopy) except -1:
         self.op_finished()
         if self.conn_lost and not self.write_queue:
@@ -637,7 +618,7 @@ cdef class StreamTransport(BaseTransport):
         if not zerocopy:
             self.zc.plain_sends += 1
             self.zc.plain_bytes += res
-        self.sent_from_queue(res)
+        sent_from_queue(self, res)
         if self.write_queue:
             self.submit_send()
             self.maybe_resume_protocol()
@@ -739,7 +720,7 @@ cdef class StreamTransport(BaseTransport):
             # as it would be there (SSLProtocol's close_notify after a
             # close() with data still queued is sent, a stray write after a
             # close() with nothing queued is not).
-            error = self.send_owed_now()
+            error = send_owed_now(self)
             if error is not None:
                 self.fatal_error(error, 'Fatal write error on socket transport')
                 return
@@ -754,7 +735,7 @@ cdef class StreamTransport(BaseTransport):
         cdef object send_error = None
         if (self.send_state == SEND_OWED and not self.conn_lost and not self.closed_with_loop()
                 and self.socket_holds_fd()):
-            send_error = self.send_owed_now()
+            send_error = send_owed_now(self)
         # The selector loop's write() met that error first and closed with
         # it: connection_lost() gets it, unless a fatal error came first.
         return BaseTransport.force_close(self, exc if exc is not None else send_error)
@@ -793,36 +774,6 @@ cdef class StreamTransport(BaseTransport):
         if self.empty_waiter is not None and not self.empty_waiter.done():
             self.empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))
         return 0
-
-    cdef object send_owed_now(self):
-        """close(), abort() or a fatal error before the loop's next enter,
-        with writes whose request is not yet written (schedule_send): the
-        selector loop sent them inside write(), so they leave now with
-        send(2), as far as the socket takes them, and leave the queue;
-        the rest stays queued (close() sends it, abort() drops it, as
-        there: aiohttp writes a response and aborts).  Plain chunks only,
-        in order: a zero-copy chunk stops it.  Returns the error send(2)
-        gave (the peer reset the connection), or None."""
-        cdef Py_ssize_t left, sent
-        while self.write_queue:
-            chunk = self.write_queue[0]
-            if type(chunk) is not bytes:
-                break
-            left = len(<bytes>chunk) - self.head_offset
-            sent = ul_send_now(self.fd, PyBytes_AS_STRING(chunk) + self.head_offset, left)
-            if sent < 0:
-                if sent != -EAGAIN:
-                    return convert_error(<int>sent)
-                break
-            self.zc.plain_bytes += sent
-            self.sent_from_queue(sent)
-            if sent != left:
-                break
-        if not self.write_queue:
-            # nothing left for the owed request: flush_sends() skips it
-            self.set_send_state(SEND_IDLE)
-            return_sender(self)
-        return None
 
     def _call_connection_lost(self, exc):
         if self.kept is not None:
@@ -870,6 +821,57 @@ cdef list queue_message(StreamTransport tr, msghdr *msg, iovec *iov, Py_ssize_t 
     msg.msg_controllen = 0
     msg.msg_flags = 0
     return chunks
+
+
+cdef int sent_from_queue(StreamTransport tr, Py_ssize_t n) except -1:
+    """n bytes from the head of the write queue have left: drop the
+    chunks sent whole (a zero-copy one is told so), advance into the
+    next."""
+    tr.write_buffer_size -= n
+    while n > 0:
+        chunk = tr.write_queue[0]
+        if n >= chunk_len(chunk) - tr.head_offset:
+            n -= chunk_len(chunk) - tr.head_offset
+            tr.head_offset = 0
+            tr.send_op.queue_popleft()
+            if type(chunk) is ZeroCopyFuture:
+                (<ZeroCopyFuture>chunk).sent = True
+                (<ZeroCopyFuture>chunk).finish_if_released()
+        else:
+            tr.head_offset += n
+            n = 0
+    return 0
+
+
+cdef object send_owed_now(StreamTransport tr):
+    """close(), abort() or a fatal error before the loop's next enter,
+    with writes whose request is not yet written (schedule_send): the
+    selector loop sent them inside write(), so they leave now with
+    send(2), as far as the socket takes them, and leave the queue;
+    the rest stays queued (close() sends it, abort() drops it, as
+    there: aiohttp writes a response and aborts).  Plain chunks only,
+    in order: a zero-copy chunk stops it.  Returns the error send(2)
+    gave (the peer reset the connection), or None."""
+    cdef Py_ssize_t left, sent
+    while tr.write_queue:
+        chunk = tr.write_queue[0]
+        if type(chunk) is not bytes:
+            break
+        left = len(<bytes>chunk) - tr.head_offset
+        sent = ul_send_now(tr.fd, PyBytes_AS_STRING(chunk) + tr.head_offset, left)
+        if sent < 0:
+            if sent != -EAGAIN:
+                return convert_error(<int>sent)
+            break
+        tr.zc.plain_bytes += sent
+        sent_from_queue(tr, sent)
+        if sent != left:
+            break
+    if not tr.write_queue:
+        # nothing left for the owed request: flush_sends() skips it
+        tr.set_send_state(SEND_IDLE)
+        return_sender(tr)
+    return None
 
 
 cdef int lend_sender(StreamTransport tr) except -1:
