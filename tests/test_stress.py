@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import uringloop
-from protocols import Echo, EchoBuffered, EchoDatagram
+from protocols import Echo, EchoBuffered, EchoDatagram, Sink
 
 PROFILE = os.environ.get("URINGLOOP_STRESS", "quick")
 EXAMPLES = {"quick": 30, "long": 600}[PROFILE]
@@ -59,26 +59,6 @@ def run(coro, timeout=60):
 def set_mode(transport, zc):
     mode = uringloop.ZC_NEVER if zc == "never" else uringloop.ZC_ALWAYS
     transport.get_extra_info("socket").setsockopt(uringloop.SOL_URINGLOOP, uringloop.ZC_MODE, mode)
-
-
-class Collect(asyncio.Protocol):
-    def __init__(self, expect=None):
-        self.data = bytearray()
-        self.expect = expect
-        self.enough = asyncio.get_running_loop().create_future()
-        self.lost = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport):
-        self.transport = transport
-
-    def data_received(self, data):
-        self.data += data
-        if self.expect is not None and len(self.data) >= self.expect and not self.enough.done():
-            self.enough.set_result(None)
-
-    def connection_lost(self, exc):
-        if not self.lost.done():
-            self.lost.set_result(exc)
 
 
 async def start_echo(kind, zc, path):
@@ -178,9 +158,9 @@ def test_random_transfers_through_every_transport_and_zero_copy_mode(tmp_path_fa
             assert got == messages
         else:
             if kind == "unix":
-                tr, client = await loop.create_unix_connection(lambda: Collect(expect), path)
+                tr, client = await loop.create_unix_connection(lambda: Sink(until=expect), path)
             else:
-                tr, client = await loop.create_connection(lambda: Collect(expect), *address)
+                tr, client = await loop.create_connection(lambda: Sink(until=expect), *address)
             set_mode(tr, zc)
             futures = []
             for m in messages:
@@ -259,7 +239,7 @@ def test_peer_reset_mid_stream_leaves_the_loop_serving(zc, after):
         assert all(isinstance(r, (uringloop.ZeroCopyResult, OSError)) for r in results)
         # and the loop still serves (a second Blaster: its futures too
         # must resolve, with an error once this client has gone)
-        tr, client = await loop.create_connection(lambda: Collect(5), *addr)
+        tr, client = await loop.create_connection(lambda: Sink(until=5), *addr)
         await asyncio.wait_for(client.enough, 10)
         tr.close()
         await asyncio.wait_for(blaster.done, 10)
@@ -281,7 +261,7 @@ def test_close_and_abort_with_writes_and_notifications_pending(how, sizes):
 
         def factory():
             nonlocal sink
-            sink = Collect()
+            sink = Sink()
             return sink
         server = await loop.create_server(factory, "127.0.0.1", 0)
         tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
@@ -298,7 +278,7 @@ def test_close_and_abort_with_writes_and_notifications_pending(how, sizes):
         for buf in buffers:
             buf.append(0)          # every export was released: resizable again
             buf.pop()
-        await asyncio.wait_for(sink.lost, 10)
+        await asyncio.wait_for(sink.done, 10)
         sent = b"".join(bytes(b) for b in buffers)
         if how == "close":
             assert all(isinstance(r, uringloop.ZeroCopyResult) for r in results)
@@ -680,7 +660,7 @@ def test_many_loops_in_many_threads():
         async def main():
             loop = asyncio.get_running_loop()
             address, close = await start_echo("protocol", "never", None)
-            tr, client = await loop.create_connection(lambda: Collect(100_000), *address)
+            tr, client = await loop.create_connection(lambda: Sink(until=100_000), *address)
             payload = os.urandom(100_000)
             tr.write(payload)
             await client.enough
@@ -718,7 +698,7 @@ def test_bad_arguments_raise_clear_errors_and_leave_the_loop_healthy(calls):
         reported = []
         loop.set_exception_handler(lambda loop, context: reported.append(context["message"]))
         address, close = await start_echo("protocol", "never", None)
-        tr, client = await loop.create_connection(Collect, *address)
+        tr, client = await loop.create_connection(Sink, *address)
         udp, _ = await loop.create_datagram_endpoint(asyncio.DatagramProtocol,
                                                      local_addr=("127.0.0.1", 0))
         sock = tr.get_extra_info("socket")
@@ -751,7 +731,7 @@ def test_bad_arguments_raise_clear_errors_and_leave_the_loop_healthy(calls):
         # could not send (an address of the wrong shape, as sendto(2) says)
         assert set(reported) <= {"Fatal write error on datagram transport"}, reported
         # still healthy: an echo through a fresh connection
-        tr2, probe = await loop.create_connection(lambda: Collect(3), *address)
+        tr2, probe = await loop.create_connection(lambda: Sink(until=3), *address)
         tr2.write(b"abc")
         await asyncio.wait_for(probe.enough, 10)
         for t in (tr, tr2, udp):
