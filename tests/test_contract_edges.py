@@ -495,6 +495,39 @@ def test_what_is_written_after_close_goes_out_as_on_the_stdlib(any_loop, queued)
     assert got == first + (b"AFTER-CLOSE" if queued else b"")
 
 
+@pytest.mark.parametrize("mode", sorted(STREAM_MODES))
+def test_nothing_is_delivered_after_close_while_writes_drain(any_loop, mode):
+    """close() with 8 MiB still queued (the peer does not read yet): what
+    the peer sends afterwards reaches no data callback, as the selector
+    loop stops reading at close(); the queued data still goes out whole,
+    and connection_lost() comes once it has."""
+    loop = any_loop
+    factory, chunk = STREAM_MODES[mode]
+    payload = b"q" * (8 << 20)
+
+    async def main():
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        tr, proto = await loop.create_connection(factory, sock=a)
+        await loop.sock_sendall(b, bytes(chunk))
+        while proto.nbytes < chunk:
+            await asyncio.sleep(0.001)
+        tr.write(payload)
+        tr.close()
+        calls_at_close = proto.calls
+        await loop.sock_sendall(b, bytes(chunk))      # after close(): not delivered
+        await asyncio.sleep(0.05)
+        got = 0
+        while got < len(payload):
+            got += len(await loop.sock_recv(b, 1 << 20))
+        await asyncio.sleep(0.05)
+        # (the transport's socket then closes with those bytes unread: the
+        # peer's next receive is a reset, on both loops)
+        b.close()
+        return proto.calls - calls_at_close, got
+    assert loop.run_until_complete(asyncio.wait_for(main(), 60)) == (0, len(payload))
+
+
 # ---- a closed loop holds nothing -------------------------------------------
 
 @pytest.mark.loop_errors_expected       # "Task was destroyed but it is pending!"
