@@ -256,7 +256,8 @@ cdef class ZeroCopyReader(StreamReader):
             if res > 0:
                 piece = zcrx.new_piece(self.cqe_off, res)
                 tr.zc_received_bytes += res
-                if zcrx.past_high_water() and tr.read_state != READ_CLOSED:
+                if (zcrx.past_high_water() and not self.starved
+                        and tr.read_state != READ_CLOSED):
                     # the area fills: stop until it has room again (zcrx.give)
                     self.starved = True
                     zcrx.starved.append(self)
