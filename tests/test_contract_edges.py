@@ -446,6 +446,52 @@ def test_a_keyboard_interrupt_in_a_data_callback_leaves_reading_on(any_loop, mod
     assert (got, interrupts) == (total, 2)
 
 
+def test_a_keyboard_interrupt_on_the_last_kept_piece_leaves_reading_on(any_loop):
+    """More than the ring keeps arrives while paused (its RECV is then
+    cancelled, the rest waits in the socket); after resume_reading() every
+    data_received() raises KeyboardInterrupt, the last kept piece's too,
+    and the loop is run again each time: everything still arrives, so the
+    read is armed again after the hand-over that was interrupted."""
+    loop = any_loop
+    total = 400 * 1024
+
+    class Raising(_StreamRecorder):
+        def saw(self, n):
+            super().saw(n)
+            raise KeyboardInterrupt
+
+    async def setup():
+        a, b = socket.socketpair()
+        tr, proto = await loop.create_connection(Raising, sock=a)
+        tr.pause_reading()
+        # (from a thread: the paused reader leaves most of it in the socket)
+        threading.Thread(target=b.sendall, args=(bytes(total),), daemon=True).start()
+        await asyncio.sleep(0.05)
+        return tr, proto, b
+
+    tr, proto, b = loop.run_until_complete(setup())
+
+    async def all_came():
+        tr.resume_reading()
+        while proto.nbytes < total:
+            await asyncio.sleep(0.001)
+        return proto.nbytes
+
+    fut = asyncio.ensure_future(asyncio.wait_for(all_came(), 20), loop=loop)
+    interrupts = 0
+    while True:
+        try:
+            got = loop.run_until_complete(fut)
+            break
+        except KeyboardInterrupt:
+            interrupts += 1
+            assert interrupts < 5000
+    tr.close()
+    b.close()
+    loop.run_until_complete(asyncio.sleep(0))
+    assert got == total and interrupts == proto.calls
+
+
 def test_a_keyboard_interrupt_in_datagram_received_leaves_reading_on(any_loop):
     loop = any_loop
     done = loop.create_future()

@@ -232,8 +232,9 @@ cdef class DatagramTransport(BaseTransport):
                     self.kept = None
                 self.deliver(data, addr)
         except BaseException:
-            if self.kept is not None:
-                self.loop.call_soon(self._deliver_kept)
+            # (also when that was the last item: the call again arms the
+            # request)
+            self.loop.call_soon(self._deliver_kept)
             raise
         self.start_reading()
 

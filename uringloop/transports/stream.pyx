@@ -316,8 +316,9 @@ cdef class StreamTransport(BaseTransport):
                     self.kept = None
                 self.hand_over(item)
         except BaseException:
-            if self.kept is not None:
-                self.loop.call_soon(self._deliver_kept)
+            # (also when that was the last item: the call again arms the
+            # request)
+            self.loop.call_soon(self._deliver_kept)
             raise
         self.start_reading()
 
