@@ -46,6 +46,7 @@ cdef class Ring:
     cdef int enter(self, unsigned wait_nr, int64_t timeout_ns) except -1
     cdef raise_enter_error(self, int ret)
     cdef int cancel(self, uint64_t target, unsigned flags, int fd) except -1
+    cdef bint cancel_op(self, Operation op) except -1
     cdef bint next_cqe(self, CqeCopy *out)
     cdef int close(self) except -1
 

@@ -605,10 +605,8 @@ cdef class RingLoop:
         return 0
 
     cdef int cancel_op(self, Operation op) except -1:
-        if not op.in_flight or op.cancel_requested or not self.ring.open:
-            return 0
-        op.cancel_requested = True
-        return self.ring.cancel(<uint64_t><uintptr_t><PyObject *>op, 0, -1)
+        self.ring.cancel_op(op)
+        return 0
 
     cdef int cancel_fd(self, int fd) except -1:
         """Cancel every request on fd (used where a request waits behind a

@@ -131,6 +131,16 @@ cdef class Ring:
         ul_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS)
         return 0
 
+    cdef bint cancel_op(self, Operation op) except -1:
+        """Cancel op's request, in flight on this ring: True when a cancel
+        was queued; False for a request not in flight or already being
+        cancelled, or a closed ring (whose requests are over)."""
+        if not op.in_flight or op.cancel_requested or not self.open:
+            return False
+        op.cancel_requested = True
+        self.cancel(<uint64_t><uintptr_t><PyObject *>op, 0, -1)
+        return True
+
     cdef bint next_cqe(self, CqeCopy *out):
         """Copy the oldest completion out and consume it: False when there
         is none.  (Copied first: the owner's handler may reap in turn.)

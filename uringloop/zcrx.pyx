@@ -432,11 +432,7 @@ cdef class ZeroCopyReceive:
         return True
 
     cdef int disarm(self, ZeroCopyReader reader) except -1:
-        if not reader.in_flight or reader.cancel_requested:
-            return 0
-        reader.cancel_requested = True
-        self.ring.cancel(<uint64_t><uintptr_t><PyObject *>reader, 0, -1)
-        if not self.in_batch:
+        if self.ring.cancel_op(reader) and not self.in_batch:
             self.submit()
         return 0
 
