@@ -225,6 +225,17 @@ class _DatagramRecorder(_PauseRecorder, asyncio.DatagramProtocol):
         self.saw(len(data))
 
 
+def _pausing_in_first_call(recorder):
+    """A subclass of the recorder class that pauses reading from inside its
+    first data callback."""
+    class Pausing(recorder):
+        def saw(self, n):
+            super().saw(n)
+            if self.calls == 1:
+                self.tr.pause_reading()
+    return Pausing
+
+
 # chunk sizes that keep a uringloop stream in its ring mode (small reads) and
 # move it to direct reads (8 KiB and more); BufferedProtocol: buffered mode
 STREAM_MODES = {"ring": (_StreamRecorder, 1000), "direct": (_StreamRecorder, 32 * 1024),
@@ -287,11 +298,7 @@ def test_a_stream_paused_in_its_own_callback_gets_nothing_more(any_loop, mode):
     loop = any_loop
     factory, chunk = STREAM_MODES[mode]
 
-    class Pausing(factory):
-        def saw(self, n):
-            super().saw(n)
-            if self.calls == 1:
-                self.tr.pause_reading()
+    Pausing = _pausing_in_first_call(factory)
 
     async def main():
         a, b = socket.socketpair()
@@ -344,11 +351,7 @@ def test_a_datagram_endpoint_paused_in_its_callback_gets_nothing_more(any_loop):
     came while paused: the kept datagrams' hand-over ignored the pause)."""
     loop = any_loop
 
-    class Pausing(_DatagramRecorder):
-        def saw(self, n):
-            super().saw(n)
-            if self.calls == 1:
-                self.tr.pause_reading()
+    Pausing = _pausing_in_first_call(_DatagramRecorder)
 
     async def main():
         tr, proto, peer, address = await _datagram_pair(loop, Pausing)

@@ -81,22 +81,21 @@ def test_a_receive_whose_socket_was_ready_when_cancelled_leaves_the_data(uloop, 
     async def main():
         a, b = socket.socketpair(socket.AF_UNIX, kind)
         a.setblocking(False)
-        with a, b:
-            first = uloop.create_task(receive(uloop, a))
+
+        async def cancelled_once_ready(payload):
+            task = uloop.create_task(receive(uloop, a))
             await asyncio.sleep(0)
-            b.send(b"first")
-            await cancel_once_ready(uloop, first)
+            b.send(payload)
+            await cancel_once_ready(uloop, task)
             with pytest.raises(asyncio.CancelledError):
-                await first
+                await task
+
+        with a, b:
+            await cancelled_once_ready(b"first")
             a.settimeout(5)
             plain = a.recv(100)
             a.setblocking(False)
-            second = uloop.create_task(receive(uloop, a))
-            await asyncio.sleep(0)
-            b.send(b"second")
-            await cancel_once_ready(uloop, second)
-            with pytest.raises(asyncio.CancelledError):
-                await second
+            await cancelled_once_ready(b"second")
             again = await asyncio.wait_for(receive(uloop, a), 5)
             return plain, again
     plain, again = uloop.run_until_complete(main())
