@@ -12,7 +12,9 @@
 # state (READ_*), decided in one place (stream.pyx); which request to arm
 # is the reader's.  A mode changes only through switch_reader(), and only
 # once the old reader's request has ended: two receives in flight on one
-# socket could take its bytes out of order.
+# socket could take its bytes out of order.  (StreamTransport.zc_off() is
+# the exception: a zcrx queue that goes away closes the ring its RECV_ZC
+# was on, which ends it without a completion.)
 #
 #   RingReader      multishot RECV, buffers picked by the kernel from the
 #                   loop's provided-buffer ring, each read copied into bytes
