@@ -1,6 +1,7 @@
 """Echo server for the benchmarks, in three styles on a chosen loop.
 
     python3 bench/echo_server.py --loop uringloop --style protocol --port 0
+    python3 bench/echo_server.py --tls CERT,KEY     # the protocol style over TLS
 
 Prints "READY <port>" when listening; on SIGTERM prints one JSON line with
 the ring counters (uringloop only) and exits.
@@ -10,6 +11,7 @@ import asyncio
 import json
 import signal
 import socket
+import ssl
 import sys
 
 
@@ -44,7 +46,13 @@ async def main(args):
     loop = asyncio.get_running_loop()
     stop = loop.create_future()
     loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
-    if args.style == "protocol":
+    if args.tls:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*args.tls.split(","))
+        server = await loop.create_server(EchoProtocol, "127.0.0.1", args.port,
+                                          ssl=context)
+        port = server.sockets[0].getsockname()[1]
+    elif args.style == "protocol":
         server = await loop.create_server(EchoProtocol, "127.0.0.1", args.port)
         port = server.sockets[0].getsockname()[1]
     elif args.style == "streams":
@@ -87,6 +95,8 @@ if __name__ == "__main__":
     parser.add_argument("--style", default="protocol",
                         choices=["protocol", "streams", "sock"])
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--tls", metavar="CERT,KEY",
+                        help="serve the protocol style over TLS with this certificate")
     args = parser.parse_args()
     with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
         runner.run(main(args))

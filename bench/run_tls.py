@@ -1,0 +1,96 @@
+"""TLS echo benchmark (issue #36): each loop serves bench/echo_server.py's
+protocol echo over TLS (asyncio's SSLProtocol on every loop but uvloop,
+whose SSL protocol is compiled; rloop 0.5 raises NotImplementedError for
+ssl=) pinned to CPU 0, while bench/tls_client.py
+on CPU 1 drives 10 connections with 1 and 100 KiB messages.  Loops run
+interleaved, several rounds; server CPU per request is given as total and
+user alone, with the paired ratios to uringloop, as bench/run_echo.py does
+(its results files: bench/results/tls-<date>.json and .md).
+
+    python3 bench/run_tls.py
+    python3 bench/run_tls.py --loops uringloop,uvloop --rounds 5 --sizes 1024
+    python3 bench/run_tls.py --malloc shipped
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_echo import (CLK_TCK, SERVER_ENV, SHIPPED_ENV, render, save_results,  # noqa: E402
+                      wait_idle)
+
+
+def make_certificate(directory):
+    """A self-signed certificate and key for 127.0.0.1 (openssl(1))."""
+    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def one_cell(loop, size, seconds, conns, tls, env):
+    server = subprocess.Popen(
+        ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "echo_server.py"),
+         "--loop", loop, "--tls", tls],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        out = subprocess.run(
+            ["taskset", "-c", "1", sys.executable, os.path.join(HERE, "tls_client.py"),
+             "127.0.0.1", str(port), str(conns), str(size), str(seconds), str(server.pid)],
+            capture_output=True, text=True, timeout=seconds + 60)
+        result = json.loads(out.stdout)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    n = max(result["requests"], 1)
+    per_req = 1e6 / CLK_TCK / n
+    return {
+        "req_s": result["requests"] / result["seconds"],
+        "mb_s": result["bytes"] / result["seconds"] / 1e6,
+        "cpu_us_per_req": (result["server_user_ticks"] + result["server_sys_ticks"]) * per_req,
+        "user_us_per_req": result["server_user_ticks"] * per_req,
+        "errors": result["errors"],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loops", default="uringloop,uvloop,asyncio")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--sizes", default="1024,102400")
+    parser.add_argument("--conns", type=int, default=10)
+    parser.add_argument("--malloc", choices=["equal", "shipped"], default="equal")
+    args = parser.parse_args()
+    env = SERVER_ENV if args.malloc == "equal" else SHIPPED_ENV
+    loops = args.loops.split(",")
+    runs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tls = ",".join(make_certificate(tmp))
+        for size in map(int, args.sizes.split(",")):
+            key = f"tls/{size}"
+            for rnd in range(args.rounds):
+                for loop in (loops if rnd % 2 == 0 else loops[::-1]):
+                    wait_idle()
+                    cell = one_cell(loop, size, args.seconds, args.conns, tls, env)
+                    if cell["errors"]:
+                        raise RuntimeError(f"{loop}: {cell['errors']} echoes differed")
+                    runs.setdefault(key, {}).setdefault(loop, []).append(cell)
+                    print(f"{key:12s} {loop:9s} {cell['req_s']:8.0f} req/s "
+                          f"{cell['cpu_us_per_req']:7.2f} / {cell['user_us_per_req']:7.2f} "
+                          f"us cpu/user per req", flush=True)
+    summary = {key: {loop: {m: statistics.median(c[m] for c in cells) for m in cells[0]}
+                     for loop, cells in per_loop.items()}
+               for key, per_loop in runs.items()}
+    save_results("tls", args, runs, summary, render(runs, summary))
+
+
+if __name__ == "__main__":
+    main()
