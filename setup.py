@@ -4,6 +4,7 @@
 live-object counters of uringloop/debug.h), -O0 -g and asserts on;
 `URINGLOOP_SANITIZE=address` adds AddressSanitizer.
 """
+import glob
 import os
 
 from Cython.Build import cythonize
@@ -19,21 +20,10 @@ extension = Extension(
     "uringloop.core",
     sources=["uringloop/core.pyx", "uringloop/ring/ring.c"],
     include_dirs=["uringloop"],
-    depends=[
-        "uringloop/ring/abi.h", "uringloop/ring/ring.h",
-        "uringloop/ring/sockaddr.h", "uringloop/includes/ring.pxd",
-        "uringloop/core.pxd", "uringloop/operation.pyx",
-        "uringloop/sockops.pyx", "uringloop/fdwatch.pyx",
-        "uringloop/ring/buf_ring.h", "uringloop/transports/base.pyx",
-        "uringloop/transports/base.pxd", "uringloop/transports/stream.pyx",
-        "uringloop/transports/stream.pxd", "uringloop/transports/server.pyx",
-        "uringloop/transports/datagram.pyx", "uringloop/transports/datagram.pxd",
-        "uringloop/transports/pipes.pyx", "uringloop/transports/pipes.pxd",
-        "uringloop/transports/zerocopy.pyx", "uringloop/transports/zerocopy.pxd",
-        "uringloop/buffer_pool.pyx", "uringloop/buffer_pool.pxd", "uringloop/debug.h",
-        "uringloop/sockops.pxd",
-        "uringloop/zcrx.pyx", "uringloop/zcrx.pxd", "uringloop/ring/zcrx.h",
-    ],
+    # every included .pyx/.pxd and header: a change to any rebuilds core
+    depends=sorted(glob.glob("uringloop/**/*.pyx", recursive=True)
+                   + glob.glob("uringloop/**/*.pxd", recursive=True)
+                   + glob.glob("uringloop/**/*.h", recursive=True)),
     extra_compile_args=["-O2", "-Wno-unused-function"]
     + (["-DURINGLOOP_DEBUG", "-UNDEBUG", "-O0", "-g"] if debug else []) + sanitize_flags,
     extra_link_args=sanitize_flags,
