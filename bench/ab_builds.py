@@ -6,6 +6,7 @@ request apart (the loop's own cost shows in user time).
     python3 bench/ab_builds.py --before /tmp/before --after . --rounds 7
     python3 bench/ab_builds.py --before /tmp/before --after . --http      # wrk, aiohttp and raw
     python3 bench/ab_builds.py --before /tmp/before --after . --http --close  # a connection per request
+    python3 bench/ab_builds.py --before /tmp/before --after . --tls       # TLS echo, 1 and 100 KiB
 
 Each build is used through PYTHONPATH (an in-place build of each tree);
 servers are pinned to CPU 0 and the load generator to CPU 1, with the
@@ -17,10 +18,12 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run_echo  # noqa: E402  (build_client, wait_idle, SERVER_ENV)
+import run_tls  # noqa: E402  (make_certificate, one_cell)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -81,6 +84,12 @@ def http_cell(tree, app, seconds, conns, close=False):
     return rps, (u1 - u0) / n * 1e6, (t1 - t0) / n * 1e6
 
 
+def tls_cell(tree, size, seconds, tls):
+    env = dict(run_echo.SERVER_ENV, PYTHONPATH=os.path.abspath(tree))
+    cell = run_tls.one_cell("uringloop", size, seconds, 10, tls, env)
+    return cell["req_s"], cell["user_us_per_req"], cell["cpu_us_per_req"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="tree with an in-place build")
@@ -88,6 +97,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--http", action="store_true", help="wrk cells instead of echo")
+    parser.add_argument("--tls", action="store_true", help="TLS echo cells (bench/run_tls.py)")
     parser.add_argument("--close", action="store_true",
                         help="with --http: 'Connection: close', one connection per request")
     parser.add_argument("--cells", help="echo cells, style/size[/connections], "
@@ -96,6 +106,10 @@ def main():
     if args.http:
         cells = [("aiohttp", None), ("raw", None)]
         run = lambda tree, cell: http_cell(tree, cell[0], int(args.seconds), 64, args.close)
+    elif args.tls:
+        tls = ",".join(run_tls.make_certificate(tempfile.mkdtemp()))
+        cells = [("tls", 1024), ("tls", 102400)]
+        run = lambda tree, cell: tls_cell(tree, cell[1], args.seconds, tls)
     else:
         client = run_echo.build_client()
         cells = [("protocol", 1024, 10), ("protocol", 10240, 10), ("streams", 1024, 10),

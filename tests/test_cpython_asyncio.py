@@ -51,6 +51,7 @@ class UringSockTests(KnownGaps, test_sock_lowlevel.BaseSockTestsMixin,
 test_sendfile = pytest.importorskip("test.test_asyncio.test_sendfile")
 test_server = pytest.importorskip("test.test_asyncio.test_server")
 test_sslproto = pytest.importorskip("test.test_asyncio.test_sslproto")
+test_ssl = pytest.importorskip("test.test_asyncio.test_ssl")
 test_subprocess = pytest.importorskip("test.test_asyncio.test_subprocess")
 test_streams = pytest.importorskip("test.test_asyncio.test_streams")
 
@@ -71,6 +72,15 @@ class UringStartTLSTests(KnownGaps, test_sslproto.BaseStartTLS,
                          unittest.TestCase):
     def new_loop(self):
         return uringloop.new_event_loop()
+
+
+class UringSSLTests(KnownGaps, test_ssl.TestSSL):
+    # (transports/tls.pyx: the compiled data path of the SSL protocol)
+    def setUp(self):
+        super().setUp()
+        self.loop.close()
+        self.loop = uringloop.new_event_loop()
+        self.set_event_loop(self.loop)
 
 
 class UringSubprocessTests(KnownGaps, test_subprocess.SubprocessMixin,

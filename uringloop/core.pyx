@@ -487,6 +487,7 @@ include "transports/stream_readers.pyx"
 include "transports/server.pyx"
 include "transports/datagram.pyx"
 include "transports/pipes.pyx"
+include "transports/tls.pyx"
 
 
 cdef int loop_make_room(object loop) except -1:
@@ -1074,7 +1075,7 @@ cdef class RingLoop:
                             listener=None):
         # listener: the listening socket of an accepted connection, whose
         # set_zerocopy() settings the connection inherits
-        ssl_protocol = sslproto.SSLProtocol(
+        ssl_protocol = RingSSLProtocol(     # transports/tls.pyx
             self, protocol, sslcontext, waiter, server_side, server_hostname,
             ssl_handshake_timeout=ssl_handshake_timeout,
             ssl_shutdown_timeout=ssl_shutdown_timeout)

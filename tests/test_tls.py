@@ -1,0 +1,187 @@
+"""TLS through uringloop's SSL protocol (transports/tls.pyx: asyncio's
+SSLProtocol with the path of an established connection's records
+compiled), each scenario run on the selector loop too and compared.
+
+The peer is a blocking ssl socket in a thread, so that what it sends --
+records of many sizes, then close_notify right behind the last one -- can
+reach the server in one read, which is where the compiled reading stops
+early (no read that could only want more input)."""
+import asyncio
+import os
+import random
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+
+import pytest
+
+import uringloop
+
+LOOPS = {"selector": asyncio.SelectorEventLoop, "uringloop": uringloop.new_event_loop}
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory):
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl command not found to make a certificate")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                    "-keyout", str(key), "-out", str(cert), "-days", "1",
+                    "-subj", "/CN=localhost"], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+class Recorder(asyncio.Protocol):
+    """What the application sees: its data joined, and the order of the
+    kinds of call (data runs folded into one)."""
+
+    def __init__(self, done, echo=False):
+        self.done, self.echo = done, echo
+        self.data = bytearray()
+        self.calls = []
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.calls.append("made")
+
+    def data_received(self, data):
+        self.data += data
+        if self.calls[-1] != "data":
+            self.calls.append("data")
+        if self.echo:
+            self.transport.write(data)
+
+    def eof_received(self):
+        self.calls.append("eof")
+
+    def connection_lost(self, exc):
+        self.calls.append("lost")
+        self.done.set_result(None)
+
+
+def peer(port, messages, echo, results):
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port)) as raw:
+        with context.wrap_socket(raw) as tls:
+            got = bytearray()
+            for message in messages:
+                tls.sendall(message)
+                while echo and len(got) < sum(map(len, messages[:messages.index(message) + 1])):
+                    got += tls.recv(65536)
+            if not echo:
+                tls.sendall(b"".join(messages[-3:]))    # then close_notify at once
+            tls.unwrap()
+            results.append(bytes(got))
+
+
+def serve(make_loop, cert, messages, echo=False, server_context=None):
+    context = server_context or ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*cert)
+    results = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        protocols = []
+
+        def factory():
+            protocols.append(Recorder(done, echo))
+            return protocols[-1]
+
+        server = await loop.create_server(factory, "127.0.0.1", 0, ssl=context)
+        port = server.sockets[0].getsockname()[1]
+        thread = threading.Thread(target=peer, args=(port, messages, echo, results))
+        thread.start()
+        await asyncio.wait_for(done, 30)
+        await loop.run_in_executor(None, thread.join)
+        server.close()
+        await server.wait_closed()
+        p = protocols[0]
+        return bytes(p.data), p.calls
+
+    loop = make_loop()
+    try:
+        return loop.run_until_complete(main()) + (results,)
+    finally:
+        loop.close()
+
+
+def message_sizes(seed):
+    rng = random.Random(seed)
+    return [os.urandom(rng.choice([1, 2, 100, 16383, 16384, 16385, 70000])) for _ in range(12)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_records_then_close_notify_reach_the_protocol_as_on_the_selector_loop(cert, seed):
+    messages = message_sizes(seed)
+    expected = b"".join(messages) + b"".join(messages[-3:])
+    seen = {name: serve(make, cert, messages) for name, make in LOOPS.items()}
+    for name, (data, calls, _) in seen.items():
+        assert data == expected, name
+    assert seen["uringloop"][1] == seen["selector"][1] == ["made", "data", "eof", "lost"]
+
+
+def test_echo_over_tls_is_byte_exact(cert):
+    messages = message_sizes(99)
+    for name, make in LOOPS.items():
+        data, calls, (got,) = serve(make, cert, messages, echo=True)
+        assert data == got == b"".join(messages), name
+
+
+def test_an_sslobject_class_of_the_users_own_is_called(cert):
+    """The compiled path reads through _ssl directly only for a plain
+    ssl.SSLObject: a context's sslobject_class subclass has its read()
+    and write() called, as by the stdlib's SSLProtocol."""
+    calls = {"read": 0, "write": 0}
+
+    class Counting(ssl.SSLObject):
+        def read(self, *args):
+            calls["read"] += 1
+            return super().read(*args)
+
+        def write(self, data):
+            calls["write"] += 1
+            return super().write(data)
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.sslobject_class = Counting
+    messages = message_sizes(7)
+    data, _, (got,) = serve(uringloop.new_event_loop, cert, messages, echo=True,
+                               server_context=context)
+    assert data == got == b"".join(messages)
+    assert calls["read"] >= 1 and calls["write"] >= 1
+
+
+def test_the_uringloop_ssl_protocol_is_the_stdlibs_subclass(cert):
+    async def main():
+        loop = asyncio.get_running_loop()
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*cert)
+        client = ssl.create_default_context()
+        client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
+        done = loop.create_future()
+        server = await loop.create_server(lambda: Recorder(done), "127.0.0.1", 0, ssl=context)
+        port = server.sockets[0].getsockname()[1]
+        transport, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", port,
+                                                    ssl=client)
+        assert isinstance(transport, asyncio.sslproto._SSLProtocolTransport)
+        assert isinstance(transport._ssl_protocol, asyncio.sslproto.SSLProtocol)
+        assert type(transport._ssl_protocol).__name__ == "RingSSLProtocol"
+        with pytest.raises(TypeError, match="expecting a bytes-like instance, got str"):
+            transport.write("text")
+        transport.close()
+        await asyncio.wait_for(done, 30)        # the server side's connection_lost
+        server.close()
+        await server.wait_closed()
+
+    loop = uringloop.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
