@@ -185,3 +185,54 @@ def test_the_uringloop_ssl_protocol_is_the_stdlibs_subclass(cert):
         loop.run_until_complete(main())
     finally:
         loop.close()
+
+
+def test_start_tls_upgrades_with_the_compiled_protocol_and_the_stdlibs_errors(cert):
+    """loop.start_tls() is the loop's own (tls.pyx), with RingSSLProtocol:
+    an echo through the upgraded transport, and the errors of bad
+    arguments, the same on both loops."""
+    def scenario():
+        async def main():
+            loop = asyncio.get_running_loop()
+            server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_context.load_cert_chain(*cert)
+            client_context = ssl.create_default_context()
+            client_context.check_hostname, client_context.verify_mode = False, ssl.CERT_NONE
+
+            async def handle(reader, writer):
+                await writer.start_tls(server_context)
+                writer.write(await reader.readexactly(5))
+                await writer.drain()
+                writer.close()
+
+            server = await asyncio.start_server(handle, "127.0.0.1", 0)
+            port = server.sockets[0].getsockname()[1]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            errors = []
+            for bad in (object(), None):
+                try:
+                    await loop.start_tls(writer.transport, writer._protocol, bad)
+                except TypeError as exc:
+                    errors.append(str(exc).split(",")[0])
+            await writer.start_tls(client_context)
+            kind = type(writer.transport._ssl_protocol).__name__
+            writer.write(b"hello")
+            echo = await reader.readexactly(5)
+            writer.close()
+            await writer.wait_closed()
+            server.close()
+            await server.wait_closed()
+            return echo, errors, kind
+        return main()
+
+    seen = {}
+    for name, make in LOOPS.items():
+        loop = make()
+        try:
+            seen[name] = loop.run_until_complete(scenario())
+        finally:
+            loop.close()
+    assert seen["uringloop"][:2] == seen["selector"][:2]
+    assert seen["uringloop"][0] == b"hello"
+    assert seen["uringloop"][2] == "RingSSLProtocol"
+    assert seen["selector"][2] == "SSLProtocol"

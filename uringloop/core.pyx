@@ -1092,6 +1092,9 @@ cdef class RingLoop:
     def _make_write_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
         return new_pipe_transport(self, pipe, protocol, waiter, extra, True)
 
+    # TLS upgrades (transports/tls.pyx)
+    start_tls = start_tls
+
     # child processes (process.pyx)
     _make_subprocess_transport = _make_subprocess_transport
     _watch_child = _watch_child

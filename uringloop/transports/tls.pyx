@@ -29,8 +29,9 @@
 # steps as methods, attribute and method lookups on the protocol were a
 # fifth of the 1 KiB TLS echo's user CPU.)
 # The class is what loop.create_connection/create_server(ssl=...) use
-# (_make_ssl_transport).  start_tls() keeps the stdlib's class: it is
-# BaseEventLoop's and names sslproto.SSLProtocol itself.
+# (_make_ssl_transport) and what loop.start_tls() makes (start_tls below,
+# the loop's method in place of BaseEventLoop's, which names the stdlib's
+# class itself).
 
 cdef object TLS_WRAPPED = sslproto.SSLProtocolState.WRAPPED
 cdef object TLS_FLUSHING = sslproto.SSLProtocolState.FLUSHING
@@ -263,3 +264,37 @@ class RingSSLProtocol(sslproto.SSLProtocol):
 
     def _control_app_writing(self):
         tls_control_app_writing(self, self._ul_path)
+
+
+async def start_tls(self, transport, protocol, sslcontext, *, server_side=False,
+                    server_hostname=None, ssl_handshake_timeout=None,
+                    ssl_shutdown_timeout=None):
+    """Upgrade transport to TLS and return the transport protocol should
+    use from now on: BaseEventLoop.start_tls() (its checks, errors and
+    steps, in its order) with RingSSLProtocol.  RingLoop takes it as its
+    method."""
+    if sslproto.ssl is None:
+        raise RuntimeError('Python ssl module is not available')
+    if not isinstance(sslcontext, sslproto.ssl.SSLContext):
+        raise TypeError(f'sslcontext is expected to be an instance of '
+                        f'ssl.SSLContext, got {sslcontext!r}')
+    if not getattr(transport, '_start_tls_compatible', False):
+        raise TypeError(f'transport {transport!r} is not supported by start_tls()')
+    waiter = self.create_future()
+    tls = RingSSLProtocol(self, protocol, sslcontext, waiter, server_side, server_hostname,
+                          ssl_handshake_timeout=ssl_handshake_timeout,
+                          ssl_shutdown_timeout=ssl_shutdown_timeout,
+                          call_connection_made=False)
+    # nothing may reach the TLS protocol before its connection_made()
+    transport.pause_reading()
+    transport.set_protocol(tls)
+    made = self.call_soon(tls.connection_made, transport)
+    resumed = self.call_soon(transport.resume_reading)
+    try:
+        await waiter
+    except BaseException:
+        transport.close()
+        made.cancel()
+        resumed.cancel()
+        raise
+    return tls._app_transport
