@@ -309,6 +309,22 @@ def without_ipc_lock():
 
 
 @pytest.fixture(scope="session")
+def self_signed_cert(tmp_path_factory):
+    """(cert path, key path) of a self-signed certificate for localhost,
+    made with openssl(1); skips without it."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl command not found to make a certificate")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                    "-keyout", str(key), "-out", str(cert), "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
+                   check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+@pytest.fixture(scope="session")
 def deny_io_uring(tmp_path_factory):
     """tests/helpers/deny_io_uring.c built: a command prefix that runs a
     child under a seccomp filter refusing io_uring, as Docker's default

@@ -9,10 +9,8 @@ early (no read that could only want more input)."""
 import asyncio
 import os
 import random
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 
 import pytest
@@ -22,17 +20,17 @@ import uringloop
 LOOPS = {"selector": asyncio.SelectorEventLoop, "uringloop": uringloop.new_event_loop}
 
 
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory):
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl command not found to make a certificate")
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                    "-keyout", str(key), "-out", str(cert), "-days", "1",
-                    "-subj", "/CN=localhost"], check=True, capture_output=True)
-    return str(cert), str(key)
+@pytest.fixture
+def cert(self_signed_cert):
+    return self_signed_cert
+
+
+def trusting_client_context():
+    """A client context that takes the self-signed certificate."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 class Recorder(asyncio.Protocol):
@@ -64,9 +62,7 @@ class Recorder(asyncio.Protocol):
 
 
 def peer(port, messages, echo, results):
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
+    context = trusting_client_context()
     with socket.create_connection(("127.0.0.1", port)) as raw:
         with context.wrap_socket(raw) as tls:
             got = bytearray()
@@ -163,8 +159,7 @@ def test_the_uringloop_ssl_protocol_is_the_stdlibs_subclass(cert):
         loop = asyncio.get_running_loop()
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(*cert)
-        client = ssl.create_default_context()
-        client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
+        client = trusting_client_context()
         done = loop.create_future()
         server = await loop.create_server(lambda: Recorder(done), "127.0.0.1", 0, ssl=context)
         port = server.sockets[0].getsockname()[1]
@@ -196,8 +191,7 @@ def test_start_tls_upgrades_with_the_compiled_protocol_and_the_stdlibs_errors(ce
             loop = asyncio.get_running_loop()
             server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             server_context.load_cert_chain(*cert)
-            client_context = ssl.create_default_context()
-            client_context.check_hostname, client_context.verify_mode = False, ssl.CERT_NONE
+            client_context = trusting_client_context()
 
             async def handle(reader, writer):
                 await writer.start_tls(server_context)

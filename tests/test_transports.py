@@ -2,10 +2,8 @@
 with hypothesis), flow control, half-close, resets, aborts, TLS."""
 import asyncio
 import os
-import shutil
 import socket
 import ssl
-import subprocess
 import sys
 
 import pytest
@@ -511,20 +509,6 @@ def test_subprocess_exec_and_shell():
         assert await proc.wait() == -15
 
     run(main())
-
-
-@pytest.fixture(scope="module")
-def self_signed_cert(tmp_path_factory):
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl command not found to make a certificate")
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                    "-keyout", str(key), "-out", str(cert), "-days", "1",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
-                   check=True, capture_output=True)
-    return str(cert), str(key)
 
 
 def test_tls_streams_with_a_self_signed_certificate(self_signed_cert):
