@@ -11,6 +11,15 @@ kernel's TCP work, and the loop's own cost shows in user time.
     python3 bench/run_echo.py --quick            # one round, 2 s cells
     python3 bench/run_echo.py --styles protocol --sizes 1024,102400 --conns 10,1000
     python3 bench/run_echo.py --malloc shipped   # each loop's own malloc settings
+    python3 bench/run_echo.py --split perf       # user/system split from perf samples
+
+The user/system split of /proc's process times is sampled: the kernel
+(CONFIG_TICK_CPU_ACCOUNTING) charges each 250 Hz tick to one or the other,
+so a 3 s cell of a server at 12% user time rests on some 90 user ticks,
+about 10% error.  --split perf takes the user share from `perf record -F
+4000 -e cpu-clock` samples of the server over the client's run (16 times
+the samples; user and kernel told apart by address) and applies it to the
+total CPU, which /proc gives exactly.
 """
 import argparse
 import datetime
@@ -93,7 +102,26 @@ def wait_idle(limit=0.5, timeout=10):
     # go on anyway; the run records that it was not idle
 
 
-def one_cell(client, loop, style, size, seconds, conns, env=SERVER_ENV):
+PERF_HZ = 4000
+
+
+def start_perf(pid, seconds, path):
+    """perf record of the server's CPU samples, both modes, for `seconds`."""
+    return subprocess.Popen(["perf", "record", "-q", "-F", str(PERF_HZ), "-e", "cpu-clock",
+                             "-p", str(pid), "-o", path, "--", "sleep", str(seconds)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def perf_user_share(path):
+    """The share of a perf record's samples taken in user space (kernel
+    addresses start with ffff on x86-64)."""
+    out = subprocess.run(["perf", "script", "-F", "ip", "-i", path],
+                         capture_output=True, text=True).stdout.split()
+    kernel = sum(1 for ip in out if ip.startswith("ffff"))
+    return (len(out) - kernel) / max(len(out), 1), len(out)
+
+
+def one_cell(client, loop, style, size, seconds, conns, env=SERVER_ENV, split="ticks"):
     server = subprocess.Popen(
         ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "echo_server.py"),
          "--loop", loop, "--style", style],
@@ -104,11 +132,15 @@ def one_cell(client, loop, style, size, seconds, conns, env=SERVER_ENV):
         # the client reads the server's CPU time at the start and the end of
         # its timed window: accepting the connections is not request work
         # (bench/run_connect.py measures it)
+        perf_path = f"/tmp/run_echo-{server.pid}.perf"
+        perf = start_perf(server.pid, seconds, perf_path) if split == "perf" else None
         out = subprocess.run(
             ["taskset", "-c", "1", client, "127.0.0.1", str(port), str(conns),
              str(size), str(seconds), str(server.pid)],
             capture_output=True, text=True, timeout=seconds + 60)
         result = json.loads(out.stdout)
+        if perf is not None:
+            perf.wait(timeout=60)
         server.terminate()
         stats_line = server.stdout.readline()
         server.wait(timeout=10)
@@ -127,6 +159,12 @@ def one_cell(client, loop, style, size, seconds, conns, env=SERVER_ENV):
     }
     if stats:
         cell["enter_per_req"] = stats["enter_calls"] / n
+    if perf is not None:
+        share, samples = perf_user_share(perf_path)
+        os.unlink(perf_path)
+        cell["user_us_per_req_ticks"] = cell["user_us_per_req"]
+        cell["user_us_per_req"] = cell["cpu_us_per_req"] * share
+        cell["perf_samples"] = samples
     return cell
 
 
@@ -142,6 +180,9 @@ def main():
     parser.add_argument("--malloc", choices=["equal", "shipped"], default="equal",
                         help="equal: every server with uringloop's malloc settings "
                              "(default); shipped: each loop as installed")
+    parser.add_argument("--split", choices=["ticks", "perf"], default="ticks",
+                        help="user/system split from /proc's ticks (default) or "
+                             "from perf samples (see above; needs perf)")
     parser.add_argument("--render", metavar="JSON", help="print the table of a saved run")
     args = parser.parse_args()
     if args.render:
@@ -163,7 +204,7 @@ def main():
         for rnd in range(args.rounds):
             for loop in loops:      # interleaved: A B C D A B C D ...
                 wait_idle()
-                cell = one_cell(client, loop, style, size, args.seconds, conns, env)
+                cell = one_cell(client, loop, style, size, args.seconds, conns, env, args.split)
                 runs.setdefault(key, {}).setdefault(loop, []).append(cell)
                 print(f"{key:22s} {loop:9s} {cell['req_s']:9.0f} req/s "
                       f"{cell['cpu_us_per_req']:6.2f} / {cell['user_us_per_req']:5.2f} us cpu/user per req"
