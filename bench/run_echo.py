@@ -19,12 +19,13 @@ so a 3 s cell of a server at 12% user time rests on some 90 user ticks,
 about 10% error.  --split perf takes the user share from `perf record -F
 4000 -e cpu-clock` samples of the server over the client's run (16 times
 the samples; user and kernel told apart by address) and applies it to the
-total CPU, which /proc gives exactly.
+total CPU of the client's timed window, which /proc gives exactly.
 """
 import argparse
 import datetime
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -105,11 +106,18 @@ def wait_idle(limit=0.5, timeout=10):
 PERF_HZ = 4000
 
 
-def start_perf(pid, seconds, path):
-    """perf record of the server's CPU samples, both modes, for `seconds`."""
+def start_perf(pid, path):
+    """perf record of the server's CPU samples, both modes, until
+    stop_perf(): from the start of the client's timed window (its
+    "window" line) to its exit."""
     return subprocess.Popen(["perf", "record", "-q", "-F", str(PERF_HZ), "-e", "cpu-clock",
-                             "-p", str(pid), "-o", path, "--", "sleep", str(seconds)],
+                             "-p", str(pid), "-o", path],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_perf(perf):
+    perf.send_signal(signal.SIGINT)
+    perf.wait(timeout=60)
 
 
 def perf_user_share(path):
@@ -133,14 +141,17 @@ def one_cell(client, loop, style, size, seconds, conns, env=SERVER_ENV, split="t
         # its timed window: accepting the connections is not request work
         # (bench/run_connect.py measures it)
         perf_path = f"/tmp/run_echo-{server.pid}.perf"
-        perf = start_perf(server.pid, seconds, perf_path) if split == "perf" else None
-        out = subprocess.run(
+        perf = None
+        run = subprocess.Popen(
             ["taskset", "-c", "1", client, "127.0.0.1", str(port), str(conns),
              str(size), str(seconds), str(server.pid)],
-            capture_output=True, text=True, timeout=seconds + 60)
-        result = json.loads(out.stdout)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if split == "perf" and run.stderr.readline() == "window\n":
+            perf = start_perf(server.pid, perf_path)    # the timed window begins
+        stdout, _ = run.communicate(timeout=seconds + 60)
         if perf is not None:
-            perf.wait(timeout=60)
+            stop_perf(perf)
+        result = json.loads(stdout)
         server.terminate()
         stats_line = server.stdout.readline()
         server.wait(timeout=10)
