@@ -1,6 +1,7 @@
 """The benchmark's servers answer correctly on uringloop, so that a broken
 server cannot pass for a fast one: each HTTP app gets keep-alive and
 closing requests, the echo server every style with a checked payload."""
+import json
 import os
 import socket
 import subprocess
@@ -73,5 +74,19 @@ def test_echo_server_styles_echo_every_byte(style):
                 assert chunk
                 got += chunk
             assert got == payload
+    finally:
+        stop(proc)
+
+
+def test_tls_echo_server_and_client_check_every_byte(self_signed_cert):
+    """bench/run_tls.py's pair: echo_server.py --tls and tls_client.py,
+    whose JSON counts requests and echoes that differed."""
+    proc, port = start("echo_server.py", "--tls", ",".join(self_signed_cert))
+    try:
+        out = subprocess.run([sys.executable, os.path.join(BENCH, "tls_client.py"),
+                              "127.0.0.1", str(port), "2", "5000", "0.5", str(proc.pid)],
+                             capture_output=True, text=True, timeout=60)
+        result = json.loads(out.stdout)
+        assert result["requests"] > 0 and result["errors"] == 0, out.stderr
     finally:
         stop(proc)
