@@ -21,7 +21,7 @@
 #   - after a read, when the incoming BIO is empty and nothing decrypted is
 #     pending, the next read is not tried: it could only raise
 #     SSLWantReadError (OpenSSL reads records from the BIO as it needs
-#     them, and Python turns read-ahead off).
+#     them: its read-ahead is off by default, and Python never sets it).
 # The steps call each other as C functions on a TlsPath, which holds in C
 # fields what the stdlib never replaces after __init__ (the two memory BIOs,
 # the SSL object, the write backlog, max_size) and the state those steps
