@@ -7,6 +7,7 @@ request apart (the loop's own cost shows in user time).
     python3 bench/ab_builds.py --before /tmp/before --after . --http      # wrk, aiohttp and raw
     python3 bench/ab_builds.py --before /tmp/before --after . --http --close  # a connection per request
     python3 bench/ab_builds.py --before /tmp/before --after . --tls       # TLS echo, 1 and 100 KiB
+    python3 bench/ab_builds.py --before /tmp/before --after . --split perf  # user CPU from perf samples
 
 Each build is used through PYTHONPATH (an in-place build of each tree);
 servers are pinned to CPU 0 and the load generator to CPU 1, with the
@@ -42,23 +43,11 @@ def server(tree, argv):
     return proc, int(proc.stdout.readline().split()[1])
 
 
-def echo_cell(client, tree, style, size, seconds, conns):
-    proc, port = server(tree, [os.path.join(HERE, "echo_server.py"),
-                               "--loop", "uringloop", "--style", style])
-    try:
-        # the client reads the server's CPU time over its own timed window,
-        # as run_echo.py does: accepting the connections is not request work
-        out = subprocess.run(["taskset", "-c", "1", client, "127.0.0.1", str(port),
-                              str(conns), str(size), str(seconds), str(proc.pid)],
-                             capture_output=True, text=True, timeout=seconds + 60)
-    finally:
-        proc.kill()
-        proc.wait()
-    result = run_echo.json.loads(out.stdout)
-    n = max(result["requests"], 1)
-    per_req = 1e6 / run_echo.CLK_TCK / n
-    return (result["requests"] / result["seconds"], result["server_user_ticks"] * per_req,
-            (result["server_user_ticks"] + result["server_sys_ticks"]) * per_req)
+def echo_cell(client, tree, style, size, seconds, conns, split="ticks"):
+    """run_echo.py's cell on one tree's build (its user/system split too)."""
+    env = dict(run_echo.SERVER_ENV, PYTHONPATH=os.path.abspath(tree))
+    cell = run_echo.one_cell(client, "uringloop", style, size, seconds, conns, env, split)
+    return cell["req_s"], cell["user_us_per_req"], cell["cpu_us_per_req"]
 
 
 def http_cell(tree, app, seconds, conns, close=False):
@@ -98,6 +87,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--http", action="store_true", help="wrk cells instead of echo")
     parser.add_argument("--tls", action="store_true", help="TLS echo cells (bench/run_tls.py)")
+    parser.add_argument("--split", choices=["ticks", "perf"], default="ticks",
+                        help="echo cells: user/system split as run_echo.py --split")
     parser.add_argument("--close", action="store_true",
                         help="with --http: 'Connection: close', one connection per request")
     parser.add_argument("--cells", help="echo cells, style/size[/connections], "
@@ -117,7 +108,8 @@ def main():
         if args.cells:
             cells = [(c.split("/") + ["10"])[:3] for c in args.cells.split(",")]
             cells = [(style, int(size), int(conns)) for style, size, conns in cells]
-        run = lambda tree, cell: echo_cell(client, tree, cell[0], cell[1], args.seconds, cell[2])
+        run = lambda tree, cell: echo_cell(client, tree, cell[0], cell[1], args.seconds,
+                                           cell[2], args.split)
     results = {}
     trees = [("before", args.before), ("after", args.after)]
     for rnd in range(args.rounds):
