@@ -73,9 +73,9 @@ def http_cell(tree, app, seconds, conns, close=False):
     return rps, (u1 - u0) / n * 1e6, (t1 - t0) / n * 1e6
 
 
-def tls_cell(tree, size, seconds, tls):
+def tls_cell(tree, size, seconds, tls, split="ticks"):
     env = dict(run_echo.SERVER_ENV, PYTHONPATH=os.path.abspath(tree))
-    cell = run_tls.one_cell("uringloop", size, seconds, 10, tls, env)
+    cell = run_tls.one_cell("uringloop", size, seconds, 10, tls, env, split)
     return cell["req_s"], cell["user_us_per_req"], cell["cpu_us_per_req"]
 
 
@@ -88,7 +88,7 @@ def main():
     parser.add_argument("--http", action="store_true", help="wrk cells instead of echo")
     parser.add_argument("--tls", action="store_true", help="TLS echo cells (bench/run_tls.py)")
     parser.add_argument("--split", choices=["ticks", "perf"], default="ticks",
-                        help="echo cells: user/system split as run_echo.py --split")
+                        help="echo and TLS cells: user/system split as run_echo.py --split")
     parser.add_argument("--close", action="store_true",
                         help="with --http: 'Connection: close', one connection per request")
     parser.add_argument("--cells", help="echo cells, style/size[/connections], "
@@ -100,7 +100,7 @@ def main():
     elif args.tls:
         tls = ",".join(run_tls.make_certificate(tempfile.mkdtemp()))
         cells = [("tls", 1024), ("tls", 102400)]
-        run = lambda tree, cell: tls_cell(tree, cell[1], args.seconds, tls)
+        run = lambda tree, cell: tls_cell(tree, cell[1], args.seconds, tls, args.split)
     else:
         client = run_echo.build_client()
         cells = [("protocol", 1024, 10), ("protocol", 10240, 10), ("streams", 1024, 10),

@@ -130,9 +130,17 @@ def perf_user_share(path):
 
 
 def one_cell(client, loop, style, size, seconds, conns, env=SERVER_ENV, split="ticks"):
+    return measure_cell(["--loop", loop, "--style", style], [client], size, seconds, conns,
+                        env, split)
+
+
+def measure_cell(server_args, client_cmd, size, seconds, conns, env=SERVER_ENV, split="ticks"):
+    """echo_server.py with server_args on CPU 0, driven by client_cmd (this
+    echo_client, or bench/tls_client.py: the same arguments, output and
+    "window" line) on CPU 1; the cell's rates and CPU per request."""
     server = subprocess.Popen(
         ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "echo_server.py"),
-         "--loop", loop, "--style", style],
+         *server_args],
         stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = server.stdout.readline()
@@ -143,7 +151,7 @@ def one_cell(client, loop, style, size, seconds, conns, env=SERVER_ENV, split="t
         perf_path = f"/tmp/run_echo-{server.pid}.perf"
         perf = None
         run = subprocess.Popen(
-            ["taskset", "-c", "1", client, "127.0.0.1", str(port), str(conns),
+            ["taskset", "-c", "1", *client_cmd, "127.0.0.1", str(port), str(conns),
              str(size), str(seconds), str(server.pid)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if split == "perf" and run.stderr.readline() == "window\n":

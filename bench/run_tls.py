@@ -10,9 +10,9 @@ user alone, with the paired ratios to uringloop, as bench/run_echo.py does
     python3 bench/run_tls.py
     python3 bench/run_tls.py --loops uringloop,uvloop --rounds 5 --sizes 1024
     python3 bench/run_tls.py --malloc shipped
+    python3 bench/run_tls.py --split perf    # user/system split from perf samples
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -21,8 +21,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run_echo import (CLK_TCK, SERVER_ENV, SHIPPED_ENV, render, save_results,  # noqa: E402
-                      wait_idle)
+from run_echo import (SERVER_ENV, SHIPPED_ENV, measure_cell, render,  # noqa: E402
+                      save_results, wait_idle)
 
 
 def make_certificate(directory):
@@ -34,30 +34,10 @@ def make_certificate(directory):
     return cert, key
 
 
-def one_cell(loop, size, seconds, conns, tls, env):
-    server = subprocess.Popen(
-        ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "echo_server.py"),
-         "--loop", loop, "--tls", tls],
-        stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        port = int(server.stdout.readline().split()[1])
-        out = subprocess.run(
-            ["taskset", "-c", "1", sys.executable, os.path.join(HERE, "tls_client.py"),
-             "127.0.0.1", str(port), str(conns), str(size), str(seconds), str(server.pid)],
-            capture_output=True, text=True, timeout=seconds + 60)
-        result = json.loads(out.stdout)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-    n = max(result["requests"], 1)
-    per_req = 1e6 / CLK_TCK / n
-    return {
-        "req_s": result["requests"] / result["seconds"],
-        "mb_s": result["bytes"] / result["seconds"] / 1e6,
-        "cpu_us_per_req": (result["server_user_ticks"] + result["server_sys_ticks"]) * per_req,
-        "user_us_per_req": result["server_user_ticks"] * per_req,
-        "errors": result["errors"],
-    }
+def one_cell(loop, size, seconds, conns, tls, env, split="ticks"):
+    return measure_cell(["--loop", loop, "--tls", tls],
+                        [sys.executable, os.path.join(HERE, "tls_client.py")],
+                        size, seconds, conns, env, split)
 
 
 def main():
@@ -68,6 +48,8 @@ def main():
     parser.add_argument("--sizes", default="1024,102400")
     parser.add_argument("--conns", type=int, default=10)
     parser.add_argument("--malloc", choices=["equal", "shipped"], default="equal")
+    parser.add_argument("--split", choices=["ticks", "perf"], default="ticks",
+                        help="user/system split as bench/run_echo.py --split")
     args = parser.parse_args()
     env = SERVER_ENV if args.malloc == "equal" else SHIPPED_ENV
     loops = args.loops.split(",")
@@ -79,7 +61,7 @@ def main():
             for rnd in range(args.rounds):
                 for loop in (loops if rnd % 2 == 0 else loops[::-1]):
                     wait_idle()
-                    cell = one_cell(loop, size, args.seconds, args.conns, tls, env)
+                    cell = one_cell(loop, size, args.seconds, args.conns, tls, env, args.split)
                     if cell["errors"]:
                         raise RuntimeError(f"{loop}: {cell['errors']} echoes differed")
                     runs.setdefault(key, {}).setdefault(loop, []).append(cell)

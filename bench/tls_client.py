@@ -44,6 +44,7 @@ async def main(host, port, conns, size, seconds, pid):
     tasks = [asyncio.create_task(connection(host, port, size, state)) for _ in range(conns)]
     await asyncio.sleep(1.0)                    # handshakes and warm-up
     user0, sys0 = server_ticks(pid)
+    print("window", file=sys.stderr, flush=True)     # (run_echo.py --split perf)
     start = time.monotonic()
     state["timing"] = True
     await asyncio.sleep(seconds)
