@@ -24,7 +24,7 @@
 #     them: its read-ahead is off by default, and Python never sets it).
 # The steps call each other as C functions on a TlsPath, which holds in C
 # fields what the stdlib never replaces after __init__ (the two memory BIOs,
-# the SSL object, the write backlog, max_size) and the state those steps
+# the SSL object's methods, the write backlog, max_size) and the state those steps
 # read and write: _state, _transport, _app_protocol, the four paused flags,
 # the write buffer size, the four water marks, _conn_lost, the read
 # buffer.  Each of those attributes is a TlsField on the class, a data
@@ -82,10 +82,10 @@ cdef class TlsPath:
     """What the compiled steps of one RingSSLProtocol use (see above)."""
     cdef object incoming        # ssl.MemoryBIO: records from the peer
     cdef object outgoing        # ssl.MemoryBIO: records for the peer
-    cdef object engine          # what reads and writes (tls_engine)
     cdef object backlog         # the deque of application data to encrypt
     # their methods the steps call, bound once (a lookup per call was 2.6%
-    # of the 1 KiB TLS echo's user samples)
+    # of the 1 KiB TLS echo's user samples); engine_*: of what reads and
+    # writes (tls_engine)
     cdef object engine_read, engine_write, engine_pending
     cdef object incoming_write, outgoing_read
     cdef object backlog_append, backlog_popleft
@@ -351,11 +351,11 @@ class RingSSLProtocol(sslproto.SSLProtocol):
         sslproto.SSLProtocol.__init__(self, *args, **kwargs)
         path.incoming = self._incoming
         path.outgoing = self._outgoing
-        path.engine = tls_engine(self._sslobj)
+        engine = tls_engine(self._sslobj)
         path.backlog = self._write_backlog
-        path.engine_read = path.engine.read
-        path.engine_write = path.engine.write
-        path.engine_pending = path.engine.pending
+        path.engine_read = engine.read
+        path.engine_write = engine.write
+        path.engine_pending = engine.pending
         path.incoming_write = path.incoming.write
         path.outgoing_read = path.outgoing.read
         path.backlog_append = path.backlog.append
