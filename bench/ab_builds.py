@@ -36,8 +36,13 @@ def cpu(pid):
     return int(fields[11]) / CLK_TCK, (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def tree_env(tree):
+    """The servers' environment with this tree's build first on the path."""
+    return dict(run_echo.SERVER_ENV, PYTHONPATH=os.path.abspath(tree))
+
+
 def server(tree, argv):
-    env = dict(run_echo.SERVER_ENV, PYTHONPATH=os.path.abspath(tree))
+    env = tree_env(tree)
     proc = subprocess.Popen(["taskset", "-c", "0", sys.executable] + argv,
                             stdout=subprocess.PIPE, text=True, env=env, cwd="/tmp")
     return proc, int(proc.stdout.readline().split()[1])
@@ -45,7 +50,7 @@ def server(tree, argv):
 
 def echo_cell(client, tree, style, size, seconds, conns, split="ticks"):
     """run_echo.py's cell on one tree's build (its user/system split too)."""
-    env = dict(run_echo.SERVER_ENV, PYTHONPATH=os.path.abspath(tree))
+    env = tree_env(tree)
     cell = run_echo.one_cell(client, "uringloop", style, size, seconds, conns, env, split)
     return cell["req_s"], cell["user_us_per_req"], cell["cpu_us_per_req"]
 
@@ -74,7 +79,7 @@ def http_cell(tree, app, seconds, conns, close=False):
 
 
 def tls_cell(tree, size, seconds, tls, split="ticks"):
-    env = dict(run_echo.SERVER_ENV, PYTHONPATH=os.path.abspath(tree))
+    env = tree_env(tree)
     cell = run_tls.one_cell("uringloop", size, seconds, 10, tls, env, split)
     return cell["req_s"], cell["user_us_per_req"], cell["cpu_us_per_req"]
 
