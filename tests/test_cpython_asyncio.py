@@ -36,6 +36,16 @@ class KnownGaps:
         super().setUp()
 
 
+class LoopReplaced:
+    """For a suite whose setUp makes a stdlib loop: it is closed and
+    uringloop's takes its place."""
+    def setUp(self):
+        super().setUp()
+        self.loop.close()
+        self.loop = uringloop.new_event_loop()
+        self.set_event_loop(self.loop)
+
+
 class UringEventLoopTests(KnownGaps, test_events.UnixEventLoopTestsMixin,
                           test_events.SubprocessTestsMixin, test_utils.TestCase):
     def create_event_loop(self):
@@ -74,13 +84,9 @@ class UringStartTLSTests(KnownGaps, test_sslproto.BaseStartTLS,
         return uringloop.new_event_loop()
 
 
-class UringSSLTests(KnownGaps, test_ssl.TestSSL):
+class UringSSLTests(KnownGaps, LoopReplaced, test_ssl.TestSSL):
     # (transports/tls.pyx: the compiled data path of the SSL protocol)
-    def setUp(self):
-        super().setUp()
-        self.loop.close()
-        self.loop = uringloop.new_event_loop()
-        self.set_event_loop(self.loop)
+    pass
 
 
 class UringSubprocessTests(KnownGaps, test_subprocess.SubprocessMixin,
@@ -93,9 +99,5 @@ class UringSubprocessTests(KnownGaps, test_subprocess.SubprocessMixin,
         self.set_event_loop(self.loop)
 
 
-class UringStreamTests(KnownGaps, test_streams.StreamTests):
-    def setUp(self):
-        super().setUp()
-        self.loop.close()
-        self.loop = uringloop.new_event_loop()
-        self.set_event_loop(self.loop)
+class UringStreamTests(KnownGaps, LoopReplaced, test_streams.StreamTests):
+    pass
