@@ -567,7 +567,8 @@ cdef class ZeroCopyReceive:
         self.starved = []
         self.release_ring()
         for reader in readers:
-            (<ZeroCopyReader>reader).transport.zc_off(rearm)
+            if (<ZeroCopyReader>reader).transport is not None:   # (release_ops)
+                (<ZeroCopyReader>reader).transport.zc_off(rearm)
         self.returns_waiting = []
         self.loop = None
         self.refill = None

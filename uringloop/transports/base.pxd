@@ -18,6 +18,8 @@ cdef class BaseTransport:
     cdef int conn_lost
     cdef int ops_pending            # our requests the kernel may still hold
     cdef bint sock_close_pending    # close the fd once ops_pending is 0
+    cdef bint lost_reported         # _call_connection_lost() ran: release_ops()
+                                    # once ops_pending is 0
     # write flow control (transports that write)
     cdef Py_ssize_t write_buffer_size
     cdef Py_ssize_t high_water

@@ -59,10 +59,13 @@ cdef class BaseTransport:
 
     cdef int op_finished(self) except -1:
         self.ops_pending -= 1
-        if self.ops_pending == 0 and self.sock_close_pending:
-            self.sock_close_pending = False
-            if self.sock is not None:
-                self.sock.close()
+        if self.ops_pending == 0:
+            if self.sock_close_pending:
+                self.sock_close_pending = False
+                if self.sock is not None:
+                    self.sock.close()
+            if self.lost_reported:
+                self.release_ops()
         return 0
 
     cdef int close_socket(self) except -1:
@@ -237,6 +240,9 @@ cdef class BaseTransport:
                 self.protocol.connection_lost(exc)
         finally:
             self.close_socket()
+            # the requests' back-references go with the last of them
+            # (op_finished() when some are still in flight)
+            self.lost_reported = True
             if not self.ops_pending:
                 self.release_ops()
             self.protocol = None

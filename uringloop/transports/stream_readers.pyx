@@ -247,6 +247,8 @@ cdef class ZeroCopyReader(StreamReader):
 
     cdef int room_again(self) except -1:
         self.starved = False
+        if self.transport is None:
+            return 0                # its connection was lost meanwhile
         return self.transport.start_reading()
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
