@@ -438,6 +438,42 @@ def test_buffered_protocol_receives_into_its_buffer():
     run(main())
 
 
+@pytest.mark.parametrize("host, peers", [
+    ("127.0.0.1", ["127.0.0.1", "127.0.0.2", "127.0.0.2", "127.0.0.1"]),
+    ("::1", ["::1", "::1"]),
+])
+def test_accepted_connections_know_their_peer_and_local_names(any_loop, host, peers):
+    """A server's transports report the client's address as peername and
+    its own as sockname, for peers that change from one connection to the
+    next (the accept path reuses the host string of the last IPv4 peer)."""
+    if host == "::1" and not socket.has_ipv6:
+        pytest.skip("no IPv6")
+
+    async def main():
+        accepted = asyncio.Queue()
+
+        class Server(asyncio.Protocol):
+            def connection_made(self, transport):
+                accepted.put_nowait(transport)
+
+        server = await any_loop.create_server(Server, host, 0)
+        address = server.sockets[0].getsockname()
+        for peer in peers:
+            client = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            client.bind((peer, 0))
+            client.setblocking(False)
+            await any_loop.sock_connect(client, address[:2])
+            transport = await accepted.get()
+            assert transport.get_extra_info("peername") == client.getsockname()
+            assert transport.get_extra_info("sockname") == client.getpeername()
+            transport.close()
+            client.close()
+        server.close()
+        await server.wait_closed()
+
+    any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
 def test_transport_extra_info_and_types():
     async def main():
         loop = asyncio.get_running_loop()

@@ -58,6 +58,22 @@
 # socket passed by systemd), and they would refuse connections too.
 
 
+cdef extern from "<netinet/in.h>" nogil:
+    struct in_addr:
+        uint32_t s_addr
+    struct sockaddr_in:
+        unsigned short sin_port
+        in_addr sin_addr
+    unsigned short ntohs(unsigned short)
+
+
+cdef extern from "<sys/socket.h>" nogil:
+    int getpeername(int fd, sockaddr *addr, socklen_t *addrlen)
+    enum:
+        SOCK_NONBLOCK
+        SOCK_CLOEXEC
+
+
 @cython.final
 cdef class ServerAccept(Operation):
     # One POLL_ADD in flight at most (in_flight).
@@ -69,6 +85,10 @@ cdef class ServerAccept(Operation):
     cdef sockaddr_storage local_raw
     cdef socklen_t local_len
     cdef object local_name
+    # the host of the last IPv4 peer, raw and as Python has it: most
+    # connections come from few hosts (see names_of)
+    cdef uint32_t peer_addr
+    cdef object peer_host
     cdef object protocol_factory
     cdef object sslcontext
     cdef object server
@@ -110,8 +130,7 @@ cdef class ServerAccept(Operation):
             for n in range(self.burst):
                 if not self.active or self.backing_off:
                     break
-                fd = accept4(self.fd, NULL, NULL,
-                             socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+                fd = accept4(self.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)
                 if fd < 0:
                     if errno == EINTR:
                         continue
@@ -162,9 +181,12 @@ cdef class ServerAccept(Operation):
     cdef tuple names_of(self, int fd, object conn):
         """(sockname, peername) of an accepted connection.  Its sockname is
         most often the last one's (one local address): then the tuple made
-        for that one is used again, and only getsockname(2) runs."""
+        for that one is used again, and only getsockname(2) runs.  An IPv4
+        peer's host string is reused while the host is the last one's (the
+        socket module formats it with inet_ntop(3), a printf, each time)."""
         cdef sockaddr_storage raw
         cdef socklen_t n = sizeof(raw)
+        cdef sockaddr_in *peer
         if getsockname(fd, <sockaddr *>&raw, &n) < 0:
             sockname = None
         elif (self.local_name is not None and n == self.local_len
@@ -179,7 +201,21 @@ cdef class ServerAccept(Operation):
                 memcpy(&self.local_raw, &raw, n)
                 self.local_len = n
                 self.local_name = sockname
-        return (sockname, peer_name(conn))
+        n = sizeof(raw)
+        if getpeername(fd, <sockaddr *>&raw, &n) < 0:
+            peername = None         # (as peer_name(): not connected)
+        elif raw.ss_family == AF_INET:
+            peer = <sockaddr_in *>&raw
+            if self.peer_host is not None and peer.sin_addr.s_addr == self.peer_addr:
+                peername = (self.peer_host, ntohs(peer.sin_port))
+            else:
+                peername = peer_name(conn)
+                if peername is not None:
+                    self.peer_host = peername[0]
+                    self.peer_addr = peer.sin_addr.s_addr
+        else:
+            peername = peer_name(conn)
+        return (sockname, peername)
 
 
 cdef int serve_accepted(RingLoop loop, ServerAccept op, object conn) except -1:
