@@ -83,6 +83,7 @@ cdef class RingLoop:
     cdef bint draining
     cdef bint time_overridden     # a subclass defines time()
     cdef bint own_futures         # no subclass defines create_future()
+    cdef bint own_call_soon       # no subclass defines call_soon() (soon())
     cdef int owner_pid
     cdef ul_loop_counts *counts   # debug.h: this loop's live transports
 
@@ -133,6 +134,7 @@ cdef class RingLoop:
     cdef double clock(self) except? -1.0
     cdef int arm_wakeup(self) except -1
     cdef int run_ready(self) except -1
+    cdef object soon(self, object callback, tuple args)
     cdef close_ring_now(self)
     cdef close_wakeup_fd(self)
     cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args)

@@ -506,6 +506,7 @@ cdef class RingLoop:
         self.time_overridden = getattr(type(self), 'time') is not RingLoop.time
         self.own_futures = (getattr(type(self), 'create_future', None)
                             is base_events.BaseEventLoop.create_future)
+        self.own_call_soon = getattr(type(self), 'call_soon') is RingLoop.call_soon
         UL_COUNT(UL_LIVE_LOOPS, 1)
         self.counts = ul_loop_counts_new()
         if self.counts == NULL:
@@ -859,6 +860,19 @@ cdef class RingLoop:
                 and PyDict_GetItem(<object>dictptr[0], 'time') != NULL):
             return self.time()
         return monotonic()
+
+    cdef object soon(self, object callback, tuple args):
+        """call_soon(callback, *args) for the transports' own callbacks
+        (connection_made, connection_lost, reading started), without the
+        Python-level call of the method; a subclass's call_soon() and the
+        debug mode's checks are still called."""
+        if self._debug or not self.own_call_soon:
+            return self.call_soon(callback, *args)
+        if self._closed:
+            raise RuntimeError('Event loop is closed')
+        handle = new_handle(callback, args, self, None)
+        self._ready.append(handle)
+        return handle
 
     def call_soon(self, callback, *args, context=None):
         """As BaseEventLoop.call_soon (same checks, same Handle), without

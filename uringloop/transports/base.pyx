@@ -133,6 +133,10 @@ cdef class BaseTransport:
         return 0
 
     cdef int set_limits(self, object high, object low) except -1:
+        if high is None and low is None:        # (every new transport)
+            self.high_water = DEFAULT_HIGH_WATER
+            self.low_water = DEFAULT_HIGH_WATER // 4
+            return 0
         if high is None:
             high = DEFAULT_HIGH_WATER if low is None else 4 * low
         if low is None:
@@ -201,7 +205,7 @@ cdef class BaseTransport:
         self.closing = True
         self.stop_io()
         self.conn_lost += 1
-        self.loop.call_soon(self._call_connection_lost, None)
+        self.loop.soon(self._call_connection_lost, (None,))
 
     def abort(self):
         """Close at once; buffered data is lost."""
@@ -231,7 +235,7 @@ cdef class BaseTransport:
         self.closing = True
         self.stop_io()
         self.conn_lost += 1
-        self.loop.call_soon(self._call_connection_lost, exc)
+        self.loop.soon(self._call_connection_lost, (exc,))
         return 0
 
     def _call_connection_lost(self, exc):

@@ -650,7 +650,7 @@ cdef class StreamTransport(BaseTransport):
         if self.closing:
             if not self.conn_lost:
                 self.conn_lost += 1
-                self.loop.call_soon(self._call_connection_lost, None)
+                self.loop.soon(self._call_connection_lost, (None,))
         elif self.eof_written:
             self.sock.shutdown(socket.SHUT_WR)
         return 0
@@ -742,7 +742,7 @@ cdef class StreamTransport(BaseTransport):
         self.stop_reading()
         if not self.write_queue and self.send_state == SEND_IDLE:
             self.conn_lost += 1
-            self.loop.call_soon(self._call_connection_lost, None)
+            self.loop.soon(self._call_connection_lost, (None,))
 
     cdef int force_close(self, object exc) except -1:
         cdef object send_error = None
@@ -986,7 +986,10 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
         tr.extra = rest or None
     tr.server = server
     tr.set_limits(None, None)
-    tr.set_protocol(protocol)
+    # (set_protocol() with no reader yet)
+    tr.buffered_protocol = isinstance(protocol, protocols.BufferedProtocol)
+    tr.protocol = protocol
+    tr.protocol_connected = True
     tr.zc = new_policy(loop, sock, server_sock)
     tr.context = PyContext_CopyCurrent()
     reads = BufferedReader if tr.buffered_protocol else RingReader
@@ -1010,8 +1013,8 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
             server._attach(tr)
         else:
             server._attach()
-    loop.call_soon(protocol.connection_made, tr)
-    loop.call_soon(tr._start_reading_cb)
+    loop.soon(protocol.connection_made, (tr,))
+    loop.soon(tr._start_reading_cb, ())
     if waiter is not None:
-        loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
+        loop.soon(futures._set_result_unless_cancelled, (waiter, None))
     return tr

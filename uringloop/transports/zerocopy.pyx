@@ -235,13 +235,14 @@ cdef ZeroCopyPolicy new_policy(RingLoop loop, object sock=None, object listener=
     p.mode = loop.zc_default_mode
     p.threshold = (loop.zc_default_threshold if loop.zc_default_threshold >= 0
                    else kind_threshold)
-    for owner in (listener, sock):
-        if owner is not None and _socket_settings.data and owner in _socket_settings:
-            mode, threshold = _socket_settings[owner]
-            if mode is not None:
-                p.mode = mode
-            if threshold is not None:
-                p.threshold = threshold
+    if _socket_settings.data:       # (set_zerocopy() was called for some socket)
+        for owner in (listener, sock):
+            if owner is not None and owner in _socket_settings:
+                mode, threshold = _socket_settings[owner]
+                if mode is not None:
+                    p.mode = mode
+                if threshold is not None:
+                    p.threshold = threshold
     p.report_usage = True
     if not loop.ops_supported[47]:          # IORING_OP_SEND_ZC
         p.off_reason = 'the kernel has no IORING_OP_SEND_ZC'
