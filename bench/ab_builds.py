@@ -37,8 +37,13 @@ def cpu(pid):
 
 
 def tree_env(tree):
-    """The servers' environment with this tree's build first on the path."""
-    return dict(run_echo.SERVER_ENV, PYTHONPATH=os.path.abspath(tree))
+    """The servers' environment with this tree's build first on the path
+    (src/ since the src layout; a tree from before it has the package at
+    its top)."""
+    src = os.path.join(os.path.abspath(tree), "src")
+    return dict(run_echo.SERVER_ENV,
+                PYTHONPATH=src if os.path.isdir(os.path.join(src, "uringloop")) else
+                os.path.abspath(tree))
 
 
 def server(tree, argv):

@@ -29,7 +29,7 @@ from run_echo import HERE, RESULTS, SERVER_ENV, save_results, wait_idle
 sys.path.insert(0, os.path.join(HERE, os.pardir, "tests", "helpers"))
 from netns import SINK_ADDR, drop_namespaces, make_udp_sink  # noqa: E402  (shared with the tests)
 
-RING_DIR = os.path.join(HERE, os.pardir, "uringloop", "ring")
+RING_DIR = os.path.join(HERE, os.pardir, "src", "uringloop", "ring")
 
 MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS", "REGISTERED", "uvloop", "rloop",
          "C_COPY", "C_CHAIN", "C_ZC", "C_ZCREG"]

@@ -3,7 +3,7 @@
  * bench/run_zerocopy.py runs it beside uringloop in the same rounds so the
  * distance between the loop and the kernel is visible:
  *
- *     cc -O2 -Iuringloop/ring -o zc_c_sender bench/zc_c_sender.c uringloop/ring/ring.c
+ *     cc -O2 -Isrc/uringloop/ring -o zc_c_sender bench/zc_c_sender.c src/uringloop/ring/ring.c
  *     ip netns exec SRC ./zc_c_sender MODE SIZE SECONDS ADDR PORT
  *
  * MODE copy:   sendto(2) per datagram, 64 per round (the copying path).

@@ -220,12 +220,14 @@ def debug_build(tmp_path):
     root = os.path.join(os.path.dirname(__file__), os.pardir)
 
     def build(python):
-        for part in ("uringloop", "tests", "examples"):
+        for part in ("src", "tests", "examples", "docs"):
             shutil.copytree(os.path.join(root, part), tmp_path / part,
                             ignore=shutil.ignore_patterns("*.so", "core.c", "__pycache__"))
-        for part in ("setup.py", "pyproject.toml", "README.md"):
-            shutil.copy(os.path.join(root, part), tmp_path / part)
-        env = dict(os.environ, URINGLOOP_DEBUG="1", PYTHONPATH=str(tmp_path))
+        for part in ("setup.py", "pyproject.toml", "README.md", "MANIFEST.in",
+                     "LICENSE-MIT", "LICENSE-APACHE"):
+            if os.path.exists(os.path.join(root, part)):
+                shutil.copy(os.path.join(root, part), tmp_path / part)
+        env = dict(os.environ, URINGLOOP_DEBUG="1", PYTHONPATH=str(tmp_path / "src"))
         out = subprocess.run([python, "setup.py", "build_ext", "--inplace"], cwd=tmp_path,
                              env=env, capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]

@@ -8,12 +8,24 @@ import sys
 from conftest import io_uring_disabled, without_ipc_lock
 
 
-def diagnose(*args, prefix=(), env=None):
+def diagnose(*args, prefix=(), env=None, cwd=None):
     full_env = dict(os.environ)
     full_env.pop("URINGLOOP_STRICT", None)
     full_env.update(env or {})
     return subprocess.run([*prefix, sys.executable, "-m", "uringloop", *args],
-                          capture_output=True, text=True, env=full_env, timeout=60)
+                          capture_output=True, text=True, env=full_env, timeout=60, cwd=cwd)
+
+
+def test_the_directory_holding_a_clone_named_uringloop_does_not_shadow_it(tmp_path):
+    """`python -m uringloop` run where the clone is a directory named
+    uringloop: with the package under src/, that directory is no package
+    and at most a namespace portion, which the installed package outranks
+    (issue #35: it was imported instead, with no __version__)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.symlink(root, tmp_path / "uringloop")
+    r = diagnose("--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["uringloop"]
 
 
 def test_allowed_reports_usable_and_exits_0():

@@ -198,7 +198,7 @@ def test_bad_arguments():
 
 # ---- the data path on a simulated area ------------------------------------
 #
-# SimulatedZeroCopyReceive (uringloop/zcrx_simulated.pyx) has a real area
+# SimulatedZeroCopyReceive (src/uringloop/zcrx_simulated.pyx) has a real area
 # and refill queue in the kernel's layout and a real CQE32 ring with its
 # eventfd, but no NIC queue: the test writes payload into the area as the NIC would and calls feed()
 # where the kernel would post a RECV_ZC completion.  Everything from the
