@@ -211,13 +211,48 @@ def test_gunicorn_asgi_sigterm_finishes_requests_in_flight(server_process):
         assert isinstance(body, str) and body.endswith("uringloop.core.Loop"), results
 
 
-def test_uvicorn_custom_loop_factory(server_process):
+@pytest.mark.parametrize("factory", ["new_event_loop", "loop_factory"])
+def test_uvicorn_custom_loop_factory(server_process, factory):
     pytest.importorskip("uvicorn")
     port = free_port()
     proc = server_process([sys.executable, "-m", "uvicorn", "asgi_app:app",
-                           "--loop", "uringloop:new_event_loop",
+                           "--loop", f"uringloop:{factory}",
                            "--host", "127.0.0.1", "--port", str(port)])
     assert wait_until_serving(proc, f"http://127.0.0.1:{port}/") == "uringloop.core.Loop"
+
+
+def test_uvicorn_with_loop_factory_falls_back_where_io_uring_is_refused(server_process,
+                                                                       deny_io_uring):
+    """`--loop uringloop:loop_factory` serves on the stdlib loop, with the
+    fall-back warning, where a seccomp profile refuses io_uring, as run() and
+    the gunicorn workers do (`uringloop:new_event_loop` raises there)."""
+    pytest.importorskip("uvicorn")
+    port = free_port()
+    proc = server_process([deny_io_uring, sys.executable, "-m", "uvicorn", "asgi_app:app",
+                           "--loop", "uringloop:loop_factory",
+                           "--host", "127.0.0.1", "--port", str(port)])
+    served_by = wait_until_serving(proc, f"http://127.0.0.1:{port}/")
+    assert served_by == "asyncio.unix_events._UnixSelectorEventLoop"
+    proc.terminate()
+    _, err = proc.communicate(timeout=15)
+    assert "io_uring unavailable, using the stdlib asyncio loop" in err, err[-2000:]
+
+
+def test_gunicorn_aiohttp_worker_takes_a_plain_def_factory(server_process):
+    """gunicorn app:make_app with `def make_app()`: aiohttp's worker exits
+    with status 3 on it; uringloop's calls it on the running loop."""
+    pytest.importorskip("gunicorn")
+    port = free_port()
+    proc = server_process([sys.executable, "-W", "always::DeprecationWarning",
+                           "-m", "gunicorn", "aiohttp_app:make_app_plain",
+                           "-k", "uringloop.gunicorn.UringWebWorker", "-w", "1",
+                           "-b", f"127.0.0.1:{port}", "--graceful-timeout", "5"])
+    served_by = wait_until_serving(proc, f"http://127.0.0.1:{port}/")
+    assert served_by.split()[1] == "uringloop.core.Loop"
+    proc.terminate()
+    _, err = proc.communicate(timeout=15)
+    # none of the worker's own (asyncio's policy functions warn on 3.12+)
+    assert "uringloop/gunicorn.py" not in err, err[-2000:]
 
 
 # pytest-asyncio runs this on uringloop through tests/conftest.py (the

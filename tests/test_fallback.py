@@ -68,6 +68,36 @@ def test_seccomp_refusal_raises_and_run_falls_back(deny_io_uring):
     assert "seccomp" in r.stdout      # the message names the cause and the fix
 
 
+CHECK_FACTORY_AND_WARNING_SITE = """
+    import asyncio, warnings, uringloop
+    async def main():
+        return type(asyncio.get_running_loop()).__name__
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        name = uringloop.run(main())           # line 7: the warning's site
+        with asyncio.Runner(loop_factory=uringloop.loop_factory) as runner:
+            name2 = runner.run(main())
+        loop = uringloop.loop_factory()
+        name3 = type(loop).__name__
+        loop.close()
+    sites = [(w.filename, w.lineno) for w in caught if issubclass(w.category, RuntimeWarning)]
+    print(name, name2, name3, sites)
+    assert name == name2 == name3 == "_UnixSelectorEventLoop"
+    assert sites == [("<string>", 7)], sites
+    print("OK")
+"""
+
+
+def test_the_fallback_warning_names_the_callers_line_and_loop_factory_falls_back(
+        deny_io_uring):
+    """run()'s warning points at the line that called it (not at
+    asyncio/runners.py, which calls the factory), and loop_factory() -- for
+    asyncio.Runner and uvicorn's --loop -- falls back as run() does."""
+    r = run_child([deny_io_uring], CHECK_FACTORY_AND_WARNING_SITE)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout
+
+
 def test_seccomp_refusal_strict_mode_raises(deny_io_uring):
     r = run_child([deny_io_uring], CHECK_STRICT, env={"URINGLOOP_STRICT": "1"})
     assert r.returncode == 0, r.stdout + r.stderr

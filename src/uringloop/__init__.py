@@ -6,8 +6,8 @@
     uringloop.install()          # deprecated on Python 3.12+, as uvloop's
 
 When the kernel or a sandbox refuses io_uring, Loop() and new_event_loop()
-raise RingUnavailableError; run() and install() fall back to the stdlib loop
-with one warning, unless strict (the `strict=True` argument or the
+raise RingUnavailableError; run(), install() and loop_factory() fall back to
+the stdlib loop with one warning, unless strict (the `strict=True` argument or the
 environment variable URINGLOOP_STRICT=1).
 """
 import asyncio as _asyncio
@@ -26,7 +26,7 @@ from .core import (SOL_URINGLOOP, SO_ZEROCOPY, ZC_ALWAYS, ZC_AUTO, ZC_MODE,
 from .core import AsyncioStreamTransport as StreamTransport
 from .core import AsyncioDatagramTransport as DatagramTransport
 
-__all__ = ("run", "new_event_loop", "install", "EventLoopPolicy", "Loop",
+__all__ = ("run", "new_event_loop", "loop_factory", "install", "EventLoopPolicy", "Loop",
            "RingUnavailableError", "features", "SOL_URINGLOOP", "SO_ZEROCOPY",
            "ZC_MODE", "ZC_THRESHOLD", "ZC_AUTO", "ZC_ALWAYS", "ZC_NEVER",
            "ZeroCopyResult", "ZeroCopyFuture", "set_zerocopy", "RegisteredBuffer", "ZeroCopyReceive",
@@ -50,13 +50,32 @@ def _strict(strict: bool | None) -> bool:
     return strict
 
 
+_PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
+_ASYNCIO_DIR = _os.path.dirname(_os.path.abspath(_asyncio.__file__))
+
+
+def _caller_stacklevel() -> int:
+    """The stacklevel for warnings.warn() called here that names the first
+    frame outside uringloop and asyncio: the user's line that called run(),
+    install() or asyncio.Runner, not runners.py."""
+    level = 2
+    frame = _sys._getframe(2)
+    while frame is not None:
+        path = _os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith((_PACKAGE_DIR + _os.sep, _ASYNCIO_DIR + _os.sep)):
+            break
+        frame = frame.f_back
+        level += 1
+    return level
+
+
 def _warn_fallback(exc: BaseException) -> None:
     global _fallback_warned
     if not _fallback_warned:
         _fallback_warned = True
         _warnings.warn(f"uringloop: io_uring unavailable, using the stdlib "
                        f"asyncio loop instead ({exc})", RuntimeWarning,
-                       stacklevel=3)
+                       stacklevel=_caller_stacklevel())
 
 
 def _loop_factory(strict: bool) -> _Callable[[], _asyncio.AbstractEventLoop]:
@@ -74,6 +93,16 @@ def _loop_factory(strict: bool) -> _Callable[[], _asyncio.AbstractEventLoop]:
             _warn_fallback(exc)
             return _asyncio.new_event_loop()
     return factory
+
+
+def loop_factory() -> _asyncio.AbstractEventLoop:
+    """A new event loop: a uringloop Loop, or -- when io_uring is refused
+    and not strict (URINGLOOP_STRICT=1) -- the stdlib's loop, after one
+    RuntimeWarning, as run() and install() fall back.  For anything that
+    takes a loop factory: asyncio.Runner(loop_factory=uringloop.loop_factory),
+    uvicorn's `--loop uringloop:loop_factory` (uvicorn 0.36 and later).
+    new_event_loop() raises RingUnavailableError instead."""
+    return _loop_factory(_strict(None))()
 
 
 def run(main: _Coroutine[_Any, _Any, _T], *, debug: bool | None = None,

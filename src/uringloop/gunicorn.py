@@ -1,6 +1,7 @@
 """Gunicorn workers on uringloop.
 
-For aiohttp applications, as aiohttp's GunicornUVLoopWebWorker is for uvloop:
+For aiohttp applications, as aiohttp's GunicornUVLoopWebWorker is for uvloop
+(make_app an Application, or a factory of one: `def` or `async def`):
 
     gunicorn app:make_app -k uringloop.gunicorn.UringWebWorker -w 2
 
@@ -37,17 +38,34 @@ __all__ = ("UringWebWorker", "UringUvicornWorker")
 
 
 def _web_worker() -> type:
+    from aiohttp.web import Application
     from aiohttp.worker import GunicornWebWorker
 
     class UringWebWorker(GunicornWebWorker):
         def init_process(self) -> None:
-            # A loop inherited from the master must not be used after fork().
-            try:
-                asyncio.get_event_loop().close()
-            except RuntimeError:
-                pass
-            uringloop.install()
-            super().init_process()
+            # aiohttp's init_process() closes the loop the policy gives and
+            # makes one with the policy; this one makes its loop with
+            # uringloop.loop_factory() (the stdlib loop where io_uring is
+            # refused) and sets it, without asyncio's policy functions,
+            # which warn on Python 3.12+, then goes on as gunicorn's does.
+            self.loop = uringloop.loop_factory()
+            asyncio.set_event_loop(self.loop)
+            super(GunicornWebWorker, self).init_process()
+
+        def run(self) -> None:
+            # aiohttp's worker takes an Application or an `async def`
+            # factory and exits with status 3 on a plain `def make_app()`;
+            # this one calls a plain factory too, on the running loop.
+            target = self.wsgi
+            if (not isinstance(target, Application) and callable(target)
+                    and not asyncio.iscoroutinefunction(target)):
+                async def make_app() -> object:
+                    app = target()
+                    if asyncio.iscoroutine(app):
+                        app = await app
+                    return app
+                self.wsgi = make_app
+            super().run()
 
     return UringWebWorker
 
@@ -68,8 +86,7 @@ def _uvicorn_worker() -> type:
         CONFIG_KWARGS = {"loop": "none", "http": "auto"}
 
         def run(self) -> None:
-            factory = uringloop._loop_factory(uringloop._strict(None))
-            with asyncio.Runner(loop_factory=factory) as runner:
+            with asyncio.Runner(loop_factory=uringloop.loop_factory) as runner:
                 runner.run(self._serve())
 
     return UringUvicornWorker

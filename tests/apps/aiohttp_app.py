@@ -22,3 +22,11 @@ async def make_app():
     app.router.add_get("/", who)
     app.router.add_get("/block", block)
     return app
+
+
+def make_app_plain():
+    """The same app from a plain `def` factory (aiohttp's own worker takes
+    only an `async def` one)."""
+    app = web.Application()
+    app.router.add_get("/", who)
+    return app

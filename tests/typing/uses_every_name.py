@@ -92,6 +92,10 @@ def run_it() -> None:
         runner.run(main())
     made: Loop = uringloop.new_event_loop()
     made.close()
+    either: asyncio.AbstractEventLoop = uringloop.loop_factory()
+    either.close()
+    with asyncio.Runner(loop_factory=uringloop.loop_factory) as runner:
+        runner.run(main())
     policy: asyncio.AbstractEventLoopPolicy = EventLoopPolicy()
     uringloop.install(strict=False)
     try:
