@@ -346,8 +346,14 @@ IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled"
 @contextlib.contextmanager
 def io_uring_disabled(value="2"):
     """kernel.io_uring_disabled set to `value` machine-wide for the block,
-    then restored (skips on a kernel without the sysctl, or without root).
-    Never run beside other io_uring users: every process is refused."""
+    then restored.  Every process on the machine is refused meanwhile, so
+    this runs only when asked for: URINGLOOP_TEST_SYSCTL=1 (docs/testing.md);
+    otherwise, and on a kernel without the sysctl or without root, the test
+    skips.  The refusal itself is tested without it, under a seccomp filter
+    on the child (deny_io_uring)."""
+    if os.environ.get("URINGLOOP_TEST_SYSCTL") != "1":
+        pytest.skip("sets kernel.io_uring_disabled machine-wide: "
+                    "run with URINGLOOP_TEST_SYSCTL=1 on a machine of your own")
     if not os.path.exists(IO_URING_DISABLED):
         pytest.skip("kernel has no kernel.io_uring_disabled (older than 6.6)")
     if os.geteuid() != 0 or not os.access(IO_URING_DISABLED, os.W_OK):
