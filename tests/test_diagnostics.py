@@ -85,3 +85,16 @@ def test_tight_memlock_is_reported():
     assert facts["usable"] is True
     assert facts["ring_entries"][0] < 2048       # the smaller ring
     assert any("RLIMIT_MEMLOCK is 64 KiB" in cause for cause in facts["causes"]), facts
+
+
+def test_a_setting_that_cannot_be_read_is_listed_as_the_cause():
+    """A bad URINGLOOP_* variable makes Loop() raise ValueError; the report
+    names the variable as the cause instead of ending in a traceback."""
+    for name, value in (("URINGLOOP_SPIN_US", "abc"), ("URINGLOOP_RING_ENTRIES", "bogus")):
+        r = diagnose(env={name: value})
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr, r.stderr
+        assert "why / what to do:" in r.stdout and name in r.stdout
+        facts = json.loads(diagnose("--json", env={name: value}).stdout)
+        assert facts["usable"] is False and facts["verdict"] == "error"
+        assert name in facts["settings_error"] and name in facts["causes"][0]

@@ -74,17 +74,26 @@ def gather():
             "CAP_SYS_ADMIN": bool(cap_eff >> CAP_SYS_ADMIN & 1),
         },
     }
+    facts["settings_error"] = None
     try:
         uringloop.Loop().close()
     except uringloop.RingUnavailableError as exc:
         facts["usable"] = False
         facts["error"] = str(exc)
         facts["errno"] = exc.errno
+    except ValueError as exc:
+        # a URINGLOOP_* variable that cannot be read: run() raises this too
+        facts["usable"] = False
+        facts["error"] = facts["settings_error"] = str(exc)
+        facts["errno"] = None
     else:
         facts["usable"] = True
         facts["error"] = None
         facts["errno"] = None
-    probe = uringloop.features()
+    try:
+        probe = uringloop.features()
+    except ValueError:
+        probe = {"setup_flags": [], "opcodes": {}, "last_opcode": None, "ring_entries": None}
     facts["setup_flags"] = probe["setup_flags"]
     facts["opcodes"] = probe["opcodes"]
     facts["last_opcode"] = probe["last_opcode"]
@@ -94,7 +103,8 @@ def gather():
     facts["causes"] = causes(facts)
     if facts["usable"]:
         facts["verdict"] = "io_uring"
-    elif uringloop._strict(None):          # URINGLOOP_STRICT, as run() reads it
+    elif facts["settings_error"] or uringloop._strict(None):
+        # (a bad setting: run() raises ValueError; URINGLOOP_STRICT, as run() reads it)
         facts["verdict"] = "error"
     else:
         facts["verdict"] = "stdlib fallback"
@@ -105,6 +115,9 @@ def causes(facts):
     """The likely reasons a Loop cannot be made, or features are missing,
     each with what to do about it."""
     found = []
+    if facts["settings_error"]:
+        return [f"{facts['settings_error']}: fix or unset it (run(), Loop() and "
+                "new_event_loop() raise ValueError while it is set)"]
     if not facts["usable"]:
         err = facts["errno"]
         disabled = facts["io_uring_disabled"]
@@ -174,7 +187,9 @@ def report(facts):
         lines.append("io_uring: usable -- uringloop.run() runs on io_uring")
     else:
         lines.append(f"io_uring: NOT usable -- {facts['error']}")
-        if facts["verdict"] == "error":
+        if facts["settings_error"]:
+            lines.append("  uringloop.run() raises ValueError until the setting is fixed")
+        elif facts["verdict"] == "error":
             lines.append("  URINGLOOP_STRICT is set: uringloop.run() raises RingUnavailableError")
         else:
             lines.append("  uringloop.run() and install() fall back to the stdlib loop "
