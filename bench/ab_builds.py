@@ -90,7 +90,7 @@ def tls_cell(tree, size, seconds, tls, split="ticks"):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", required=True, help="tree with an in-place build")
     parser.add_argument("--after", required=True, help="tree with an in-place build")
     parser.add_argument("--rounds", type=int, default=5)

@@ -133,7 +133,7 @@ def burst_cell(loop, n, env):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loops", default="uringloop,uvloop,rloop,asyncio")
     parser.add_argument("--idle", type=int, default=8000)
     parser.add_argument("--burst", type=int, default=4000)

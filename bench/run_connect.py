@@ -99,7 +99,7 @@ def one_round(loop, batch, batches, env, split="ticks"):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loops", default=",".join(LOOPS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=500)

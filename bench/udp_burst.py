@@ -72,7 +72,7 @@ def one(loop_name, size, seconds, mode):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument('--size', type=int, default=1000)
     parser.add_argument('--rounds', type=int, default=3)
     parser.add_argument('--seconds', type=float, default=2.0)

@@ -79,7 +79,7 @@ async def serve(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--demo", action="store_true")
     parser.add_argument("--interface", default="eth0")
     parser.add_argument("--queue", type=int, default=0)

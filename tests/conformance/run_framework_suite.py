@@ -537,7 +537,7 @@ def run_tornado(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", choices=["anyio", "uvicorn", "aiohttp", "uvloop",
                                           "aiosmtplib", "asyncssh", "hypercorn",
                                           "tornado", "pyzmq"])
