@@ -347,3 +347,20 @@ def test_many_registered_tcp_writes_leave_together_in_order():
         for buf in small + [big]:
             buf.release()
     run(main())
+
+
+def test_a_buffer_larger_than_a_region_maps_at_most_an_eighth_more(uloop):
+    """A buffer over 4 MiB gets a region of its own, rounded up to one of
+    eight size classes per power of two: at most 12.5% more than asked
+    (docs/zerocopy-send.md; 4 MiB + 1 byte mapped 5 MiB before)."""
+    held = []
+    try:
+        for size in (4 * 1024 * 1024 + 1, 5 * 1024 * 1024 + 1, 7 * 1024 * 1024,
+                     8 * 1024 * 1024 + 4096, 33 * 1024 * 1024):
+            before = (uloop.stats()["buffer_pool"] or {}).get("mapped_bytes", 0)
+            held.append(uloop.zerocopy_buffer(size))
+            grew = uloop.stats()["buffer_pool"]["mapped_bytes"] - before
+            assert size <= grew <= size + size // 8, (size, grew)
+    finally:
+        for buf in held:
+            buf.release()
