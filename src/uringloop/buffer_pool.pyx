@@ -226,7 +226,7 @@ cdef class BufferPool:
 
     cdef register(self, ul_ring *ring, PoolRegion region):
         cdef int ret
-        cdef unsigned slot
+        cdef int slot
         if self.table_slots < 0:
             ret = ul_ring_register_buffer_table(ring, TABLE_SLOTS)
             if ret < 0:

@@ -172,7 +172,7 @@ cdef object sockaddr_to_py(sockaddr_storage *ss, socklen_t addrlen):
     """The Python form of a kernel socket address, as the socket module
     gives it."""
     cdef char host[64]
-    cdef unsigned port, flowinfo, scope_id
+    cdef unsigned port = 0, flowinfo = 0, scope_id = 0
     cdef size_t n
     cdef const char *path
     if addrlen == 0:
