@@ -96,10 +96,12 @@ def repair(wheel, outdir):
 def fresh_env(where, wheel, extras):
     """A virtual environment with the wheel installed (with its test extra
     when asked); returns its python."""
-    venv.EnvBuilder(with_pip=False).create(where)
+    # its own pip (ensurepip, offline): the Python running this may have
+    # none, as in a venv made by this script
+    venv.EnvBuilder(with_pip=True).create(where)
     python = os.path.join(where, "bin", "python")
     spec = f"{wheel}[test]" if extras else wheel
-    run([sys.executable, "-m", "pip", "--python", python, "install", "-q", spec])
+    run([python, "-m", "pip", "install", "-q", spec])
     return python
 
 

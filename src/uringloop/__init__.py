@@ -15,6 +15,7 @@ import os as _os
 import sys as _sys
 import warnings as _warnings
 from collections.abc import Callable as _Callable, Coroutine as _Coroutine
+from types import FrameType as _FrameType
 from typing import Any as _Any, TypeVar as _TypeVar
 
 from .core import Loop, RegisteredBuffer, RingUnavailableError, ZeroCopyReceive, features
@@ -59,7 +60,7 @@ def _caller_stacklevel() -> int:
     frame outside uringloop and asyncio: the user's line that called run(),
     install() or asyncio.Runner, not runners.py."""
     level = 2
-    frame = _sys._getframe(2)
+    frame: _FrameType | None = _sys._getframe(2)
     while frame is not None:
         path = _os.path.abspath(frame.f_code.co_filename)
         if not path.startswith((_PACKAGE_DIR + _os.sep, _ASYNCIO_DIR + _os.sep)):
