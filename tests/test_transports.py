@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import uringloop
 from conftest import cycle_garbage
+from protocols import Echo, EchoBuffered
 
 
 def run(coro, timeout=60):
@@ -211,27 +212,7 @@ def test_closed_datagram_and_pipe_transports_leave_no_cycle_garbage(any_loop):
     assert cycle_garbage(any_loop, pipes) == []
 
 
-class EchoOnce(asyncio.Protocol):
-    def connection_made(self, transport):
-        self.transport = transport
-
-    def data_received(self, data):
-        self.transport.write(data)
-
-
-class BufferedEcho(asyncio.BufferedProtocol):
-    def connection_made(self, transport):
-        self.transport = transport
-        self.buf = bytearray(65536)
-
-    def get_buffer(self, sizehint):
-        return self.buf
-
-    def buffer_updated(self, nbytes):
-        self.transport.write(bytes(self.buf[:nbytes]))
-
-
-@pytest.mark.parametrize("server_protocol", [EchoOnce, BufferedEcho])
+@pytest.mark.parametrize("server_protocol", [Echo, EchoBuffered])
 @pytest.mark.parametrize("size", [1, 1 << 20])
 @pytest.mark.parametrize("server_pauses", [False, True])
 def test_closed_stream_transports_leave_no_cycle_garbage(uloop, server_protocol, size,
