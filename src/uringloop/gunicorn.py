@@ -56,7 +56,7 @@ def _web_worker() -> type:
             # aiohttp's worker takes an Application or an `async def`
             # factory and exits with status 3 on a plain `def make_app()`;
             # this one calls a plain factory too, on the running loop.
-            target: object = self.wsgi
+            target: object = getattr(self, "wsgi")   # (gunicorn is untyped)
             if (not isinstance(target, Application) and callable(target)
                     and not asyncio.iscoroutinefunction(target)):
                 async def make_app() -> object:
