@@ -868,9 +868,13 @@ cdef class RingLoop:
         debug mode's checks are still called."""
         if self._debug or not self.own_call_soon:
             return self.call_soon(callback, *args)
+        return self.ready_handle(callback, args, None)
+
+    cdef object ready_handle(self, object callback, tuple args, object context):
+        """call_soon() outside debug mode: a Handle at the end of _ready."""
         if self._closed:
             raise RuntimeError('Event loop is closed')
-        handle = new_handle(callback, args, self, None)
+        handle = new_handle(callback, args, self, context)
         self._ready.append(handle)
         return handle
 
@@ -881,11 +885,7 @@ cdef class RingLoop:
         if self._debug:
             return base_events.BaseEventLoop.call_soon(self, callback, *args,
                                                         context=context)
-        if self._closed:
-            raise RuntimeError('Event loop is closed')
-        handle = new_handle(callback, args, self, context)
-        self._ready.append(handle)
-        return handle
+        return self.ready_handle(callback, args, context)
 
     def create_task(self, coro, **kwargs):
         """As BaseEventLoop.create_task, without its Python frame when no
