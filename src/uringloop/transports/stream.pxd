@@ -75,6 +75,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int deliver_eof(self) except -1
     cdef int zc_off(self, bint rearm) except -1
     cdef int release_ops(self) except -1
+    cdef int take_protocol(self, object protocol) except -1
     # writing
     cdef int set_send_state(self, int state) except -1
     cdef int schedule_send(self) except -1

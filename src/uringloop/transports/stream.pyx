@@ -451,6 +451,11 @@ cdef class StreamTransport(BaseTransport):
             logger.debug("%r resumes reading", self)
 
     def set_protocol(self, protocol):
+        self.take_protocol(protocol)
+
+    cdef int take_protocol(self, object protocol) except -1:
+        """set_protocol(); a new transport's first protocol too
+        (new_stream_transport), without a Python-level call."""
         buffered = isinstance(protocol, protocols.BufferedProtocol)
         if (self.reader is not None and buffered != self.buffered_protocol
                 and self.reader.mode != READS_ZEROCOPY):
@@ -466,6 +471,7 @@ cdef class StreamTransport(BaseTransport):
         self.protocol = protocol
         self.protocol_connected = True
         self.buffered_protocol = buffered
+        return 0
 
     def _start_reading_cb(self):
         self.start_reading()
@@ -986,10 +992,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
         tr.extra = rest or None
     tr.server = server
     tr.set_limits(None, None)
-    # (set_protocol() with no reader yet)
-    tr.buffered_protocol = isinstance(protocol, protocols.BufferedProtocol)
-    tr.protocol = protocol
-    tr.protocol_connected = True
+    tr.take_protocol(protocol)
     tr.zc = new_policy(loop, sock, server_sock)
     tr.context = PyContext_CopyCurrent()
     reads = BufferedReader if tr.buffered_protocol else RingReader
