@@ -17,17 +17,26 @@ cdef extern from "<sys/socket.h>" nogil:
         int msg_flags
     int accept4(int fd, sockaddr *addr, socklen_t *addrlen, int flags)
     int getsockname(int fd, sockaddr *addr, socklen_t *addrlen)
+    int getpeername(int fd, sockaddr *addr, socklen_t *addrlen)
     int setsockopt(int fd, int level, int optname, const void *optval, socklen_t optlen)
     enum:
         AF_UNIX
         AF_INET
         AF_INET6
         SOCK_STREAM
+        SOCK_NONBLOCK
+        SOCK_CLOEXEC
 
 
 cdef extern from "<netinet/in.h>" nogil:
     enum:
         IPPROTO_TCP
+    struct in_addr:
+        uint32_t s_addr
+    struct sockaddr_in:
+        unsigned short sin_port
+        in_addr sin_addr
+    unsigned short ntohs(unsigned short)
 
 
 cdef extern from "<netinet/tcp.h>" nogil:

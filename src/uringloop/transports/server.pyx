@@ -58,22 +58,6 @@
 # socket passed by systemd), and they would refuse connections too.
 
 
-cdef extern from "<netinet/in.h>" nogil:
-    struct in_addr:
-        uint32_t s_addr
-    struct sockaddr_in:
-        unsigned short sin_port
-        in_addr sin_addr
-    unsigned short ntohs(unsigned short)
-
-
-cdef extern from "<sys/socket.h>" nogil:
-    int getpeername(int fd, sockaddr *addr, socklen_t *addrlen)
-    enum:
-        SOCK_NONBLOCK
-        SOCK_CLOEXEC
-
-
 @cython.final
 cdef class ServerAccept(Operation):
     # One POLL_ADD in flight at most (in_flight).
