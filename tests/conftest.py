@@ -223,10 +223,8 @@ def debug_build(tmp_path):
         for part in ("src", "tests", "examples", "docs"):
             shutil.copytree(os.path.join(root, part), tmp_path / part,
                             ignore=shutil.ignore_patterns("*.so", "core.c", "__pycache__"))
-        for part in ("setup.py", "pyproject.toml", "README.md", "MANIFEST.in",
-                     "LICENSE-MIT", "LICENSE-APACHE"):
-            if os.path.exists(os.path.join(root, part)):
-                shutil.copy(os.path.join(root, part), tmp_path / part)
+        for part in ("setup.py", "pyproject.toml", "README.md", "LICENSE-MIT", "LICENSE-APACHE"):
+            shutil.copy(os.path.join(root, part), tmp_path / part)
         env = dict(os.environ, URINGLOOP_DEBUG="1", PYTHONPATH=str(tmp_path / "src"))
         out = subprocess.run([python, "setup.py", "build_ext", "--inplace"], cwd=tmp_path,
                              env=env, capture_output=True, text=True, timeout=600)

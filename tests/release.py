@@ -108,6 +108,17 @@ def fresh_env(where, wheel, extras):
     return python
 
 
+def check_echo(python, env_dir, what):
+    """The echo program on `python`: exits unless it ran on uringloop's
+    Loop, imported from the environment env_dir."""
+    out = run([python, "-c", ECHO], capture_output=True, text=True, cwd=env_dir)
+    print(out.stdout.strip())
+    fields = out.stdout.split()
+    if (fields[:2] != ["Loop", "b'wheel'"] or len(fields) != 3
+            or not fields[2].startswith(env_dir + os.sep)):
+        sys.exit(f"{what} did not echo on its own loop: {out.stdout}")
+
+
 def unpack(sdist, where):
     with tarfile.open(sdist) as tf:
         tf.extractall(where, filter="data")
@@ -154,19 +165,12 @@ def main():
         run([sys.executable, "-m", "twine", "check", "--strict", wheel]
             + ([sdist] if sdist else []))
         python = fresh_env(os.path.join(work, "venv"), wheel, extras=not args.smoke)
-        out = run([python, "-c", ECHO], capture_output=True, text=True, cwd=work)
-        print(out.stdout.strip())
-        name, echoed, where = out.stdout.split()
-        if name != "Loop" or echoed != "b'wheel'" or not where.startswith(work):
-            sys.exit(f"the installed wheel did not echo on its own loop: {out.stdout}")
+        check_echo(python, os.path.join(work, "venv"), "the installed wheel")
         if sdist:
             # and as pip installs the sdist itself: a build in isolation,
             # Cython fetched as a build requirement
             from_sdist = fresh_env(os.path.join(work, "venv-sdist"), sdist, extras=False)
-            out = run([from_sdist, "-c", ECHO], capture_output=True, text=True, cwd=work)
-            print(out.stdout.strip())
-            if out.stdout.split()[:2] != ["Loop", "b'wheel'"]:
-                sys.exit(f"the sdist's install did not echo on its own loop: {out.stdout}")
+            check_echo(from_sdist, os.path.join(work, "venv-sdist"), "the sdist's install")
         if args.smoke:
             return
         if not sdist:

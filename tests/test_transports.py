@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import uringloop
 from conftest import cycle_garbage
-from protocols import Echo, EchoBuffered
+from protocols import Echo, EchoBuffered, collecting
 
 
 def run(coro, timeout=60):
@@ -225,22 +225,17 @@ def test_closed_stream_transports_leave_no_cycle_garbage(uloop, server_protocol,
     this is uringloop's own property; a server's connections were a fifth
     of its user CPU in the collector (bench/run_connect.py)."""
     async def one_connection():
-        made = uloop.create_future()
-
-        def factory():
-            protocol = server_protocol()
-            made.set_result(protocol)
-            return protocol
-        server = await uloop.create_server(factory, "127.0.0.1", 0)
+        served = []
+        server = await uloop.create_server(collecting(server_protocol, served),
+                                           "127.0.0.1", 0)
         reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname())
         writer.write(b"x" * size)
-        assert len(await reader.readexactly(size)) == size
-        served = await made
+        assert len(await reader.readexactly(size)) == size     # (echoed: served[0] exists)
         if server_pauses:
-            served.transport.pause_reading()
+            served[0].transport.pause_reading()
         writer.close()
         await writer.wait_closed()
-        served.transport.close()
+        served[0].transport.close()
         server.close()
         await server.wait_closed()
         for _ in range(3):
