@@ -6,8 +6,9 @@
 
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t
 from cpython.buffer cimport Py_buffer
+from cpython.ref cimport PyObject
 from .includes.ring cimport (ul_ring, ul_buf_ring, io_uring_sqe, msghdr, iovec,
-                             sockaddr_storage, socklen_t, ul_zcrx_rq)
+                             sockaddr_storage, socklen_t, ul_zcrx_rq, statx)
 
 
 cdef extern from "debug.h":
@@ -162,6 +163,7 @@ cdef class SignalWakeRecv(Operation):
 
 
 include "sockops.pxd"
+include "files.pxd"
 include "buffer_pool.pxd"
 include "zcrx.pxd"
 include "transports/base.pxd"

@@ -476,6 +476,7 @@ include "fdwatch.pyx"
 include "process.pyx"
 include "signals.pyx"
 include "unix.pyx"
+include "files.pyx"
 include "sendfile.pyx"
 include "buffer_pool.pyx"
 include "zcrx.pyx"
@@ -1389,10 +1390,10 @@ def features():
 
 # The opcodes uringloop uses or will use, by their kernel names.
 OPCODES = {
-    'NOP': 0, 'READ': 22, 'WRITE': 23, 'POLL_ADD': 6, 'SENDMSG': 9,
+    'NOP': 0, 'FSYNC': 3, 'OPENAT': 18, 'STATX': 21, 'READ': 22, 'WRITE': 23, 'POLL_ADD': 6, 'SENDMSG': 9,
     'RECVMSG': 10, 'ACCEPT': 13, 'ASYNC_CANCEL': 14, 'CONNECT': 16,
     'CLOSE': 19, 'SEND': 26, 'RECV': 27, 'SPLICE': 30, 'SHUTDOWN': 34,
     'SOCKET': 45, 'SEND_ZC': 47, 'SENDMSG_ZC': 48, 'READ_MULTISHOT': 49,
-    'WAITID': 50, 'BIND': 56, 'LISTEN': 57, 'RECV_ZC': 58,
+    'WAITID': 50, 'FTRUNCATE': 55, 'BIND': 56, 'LISTEN': 57, 'RECV_ZC': 58,
     'READV_FIXED': 60,      # not used: its presence says SENDMSG_ZC takes registered buffers
 }

@@ -43,8 +43,8 @@ async def _sock_sendfile_native(self, sock, file, offset, count):
     total = 0
     try:
         while remaining > 0:
-            n = await file_read(self, fileno, view[:min(remaining, len(buf))],
-                                      offset + total)
+            n = await file_readinto(self, fileno, view[:min(remaining, len(buf))],
+                                   offset + total)
             if n == 0:
                 break
             progress = [0]

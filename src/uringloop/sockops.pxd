@@ -35,9 +35,3 @@ cdef class SendMsgOp(SocketOperation):
     cdef socklen_t addrlen
     cdef int arm(self) except -1
     cdef int complete(self, int32_t res, uint32_t flags) except -1
-
-
-cdef class ReadOp(SocketOperation):
-    cdef uint64_t offset
-    cdef int arm(self) except -1
-    cdef int complete(self, int32_t res, uint32_t flags) except -1

@@ -324,19 +324,6 @@ cdef class SendMsgOp(SocketOperation):
         return self.finish_with_count(res)
 
 
-@cython.final
-cdef class ReadOp(SocketOperation):
-    """READ from a file at an offset (sock_sendfile's source)."""
-
-    cdef int arm(self) except -1:
-        cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
-        ul_prep_read(sqe, self.fd, self.view.buf, <size_t>self.view.len, self.offset)
-        return 0
-
-    cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        return self.finish_with_count(res)
-
-
 cdef object start(RingLoop loop, SocketOperation op, object sock, int fd):
     """Queue `op`'s first request and return the future it resolves."""
     fut = new_future(loop)
@@ -527,10 +514,3 @@ async def sendall_counted(RingLoop self, sock, data, list progress):
         return await start(self, op, sock, sock.fileno())
     finally:
         progress[0] = op.offset
-
-
-async def file_read(RingLoop self, int fd, buf, uint64_t offset):
-    cdef ReadOp op = ReadOp.__new__(ReadOp)
-    op.hold_buffer(buf, PyBUF_WRITABLE)
-    op.offset = offset
-    return await start(self, op, None, fd)

@@ -156,6 +156,16 @@ cdef extern from "ring/ring.h" nogil:
                                    unsigned short buf_group)
     void ul_prep_poll_add(io_uring_sqe *sqe, int fd, unsigned mask)
     void ul_prep_cancel(io_uring_sqe *sqe, uint64_t target, int flags)
+    void ul_prep_openat(io_uring_sqe *sqe, int dfd, const char *path, int flags, unsigned mode)
+    void ul_prep_close(io_uring_sqe *sqe, int fd)
+    void ul_prep_fsync(io_uring_sqe *sqe, int fd, unsigned flags)
+    void ul_prep_statx(io_uring_sqe *sqe, int dfd, const char *path, int flags,
+                       unsigned mask, void *statxbuf)
+    void ul_prep_ftruncate(io_uring_sqe *sqe, int fd, uint64_t length)
+    void ul_prep_splice(io_uring_sqe *sqe, int fd_in, int64_t off_in, int fd_out,
+                        int64_t off_out, unsigned len, unsigned flags)
+    unsigned IORING_FSYNC_DATASYNC
+    enum: UL_OP_FTRUNCATE        # opcode 55, 6.9
     void ul_sqe_set_data(io_uring_sqe *sqe, uint64_t user_data)
     void ul_sqe_set_flags(io_uring_sqe *sqe, unsigned flags)
 
@@ -240,3 +250,49 @@ cdef extern from "ring/zcrx.h" nogil:
                          void *area, size_t area_len, void *region, size_t region_len,
                          ul_zcrx_ifq_reg *reg, ul_zcrx_area_reg *area_reg)
 
+
+
+# Files on the ring (files.pyx): openat's and statx's constants and the
+# statx buffer the kernel fills.
+cdef extern from "<fcntl.h>" nogil:
+    enum:
+        AT_FDCWD
+        AT_EMPTY_PATH
+        AT_SYMLINK_NOFOLLOW
+
+
+cdef extern from "<sys/sysmacros.h>" nogil:
+    unsigned long long makedev(unsigned int major, unsigned int minor)
+
+
+cdef extern from "<sys/stat.h>" nogil:
+    enum:
+        STATX_BASIC_STATS
+    struct statx_timestamp:
+        int64_t tv_sec
+        uint32_t tv_nsec
+    struct statx:
+        uint32_t stx_mask
+        uint32_t stx_blksize
+        uint64_t stx_attributes
+        uint32_t stx_nlink
+        uint32_t stx_uid
+        uint32_t stx_gid
+        uint16_t stx_mode
+        uint64_t stx_ino
+        uint64_t stx_size
+        uint64_t stx_blocks
+        statx_timestamp stx_atime
+        statx_timestamp stx_ctime
+        statx_timestamp stx_mtime
+        uint32_t stx_rdev_major
+        uint32_t stx_rdev_minor
+        uint32_t stx_dev_major
+        uint32_t stx_dev_minor
+
+
+cdef extern from "<fcntl.h>" nogil:
+    enum:
+        SPLICE_F_MOVE
+        SPLICE_F_NONBLOCK
+        SPLICE_F_MORE

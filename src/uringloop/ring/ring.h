@@ -359,6 +359,53 @@ static inline void ul_prep_cancel(struct io_uring_sqe *sqe, uint64_t target, int
 }
 
 
+/* ---- files: OPENAT, CLOSE, FSYNC, STATX, FTRUNCATE, SPLICE ----------------
+ * The path, the statx buffer and the offsets below are read or written by the
+ * kernel until the request completes: the Operation holds them (files.pyx). */
+
+static inline void ul_prep_openat(struct io_uring_sqe *sqe, int dfd, const char *path,
+                                  int flags, unsigned mode)
+{
+    ul_prep_rw(sqe, IORING_OP_OPENAT, dfd, path, mode, 0);
+    sqe->open_flags = (uint32_t)flags;
+}
+
+static inline void ul_prep_close(struct io_uring_sqe *sqe, int fd)
+{
+    ul_prep_rw(sqe, IORING_OP_CLOSE, fd, NULL, 0, 0);
+}
+
+static inline void ul_prep_fsync(struct io_uring_sqe *sqe, int fd, unsigned flags)
+{
+    ul_prep_rw(sqe, IORING_OP_FSYNC, fd, NULL, 0, 0);
+    sqe->fsync_flags = flags;
+}
+
+static inline void ul_prep_statx(struct io_uring_sqe *sqe, int dfd, const char *path,
+                                 int flags, unsigned mask, void *statxbuf)
+{
+    ul_prep_rw(sqe, IORING_OP_STATX, dfd, path, mask, (uint64_t)(uintptr_t)statxbuf);
+    sqe->statx_flags = (uint32_t)flags;
+}
+
+static inline void ul_prep_ftruncate(struct io_uring_sqe *sqe, int fd, uint64_t length)
+{
+    ul_prep_rw(sqe, UL_OP_FTRUNCATE, fd, NULL, 0, length);
+}
+
+/* Move up to len bytes from fd_in (at off_in, or its position when -1) to
+ * fd_out (likewise); one of the two must be a pipe. */
+static inline void ul_prep_splice(struct io_uring_sqe *sqe, int fd_in, int64_t off_in,
+                                  int fd_out, int64_t off_out, unsigned len,
+                                  unsigned flags)
+{
+    ul_prep_rw(sqe, IORING_OP_SPLICE, fd_out, NULL, len, (uint64_t)off_out);
+    sqe->splice_off_in = (uint64_t)off_in;
+    sqe->splice_fd_in = fd_in;
+    sqe->splice_flags = flags;
+}
+
+
 static inline void ul_sqe_set_data(struct io_uring_sqe *sqe, uint64_t user_data)
 {
     sqe->user_data = user_data;
