@@ -26,13 +26,16 @@ from .core import (SOL_URINGLOOP, SO_ZEROCOPY, ZC_ALWAYS, ZC_AUTO, ZC_MODE,
 # with the zero-copy methods they add (see core.pyi).
 from .core import AsyncioStreamTransport as StreamTransport
 from .core import AsyncioDatagramTransport as DatagramTransport
+# Files on the ring (files.py); open and stat stay out of __all__ so that
+# `from uringloop import *` does not hide the builtin open().
+from .files import open, stat, AsyncFile, AsyncTextFile
 
 __all__ = ("run", "new_event_loop", "loop_factory", "install", "EventLoopPolicy", "Loop",
            "RingUnavailableError", "features", "SOL_URINGLOOP", "SO_ZEROCOPY",
            "ZC_MODE", "ZC_THRESHOLD", "ZC_AUTO", "ZC_ALWAYS", "ZC_NEVER",
            "ZeroCopyResult", "ZeroCopyFuture", "set_zerocopy", "RegisteredBuffer", "ZeroCopyReceive",
            "ZeroCopyPiece", "RefillQueue", "zcrx_offset", "zcrx_split",
-           "StreamTransport", "DatagramTransport")
+           "StreamTransport", "DatagramTransport", "AsyncFile", "AsyncTextFile")
 __version__ = "0.1.0.dev0"
 
 _fallback_warned = False

@@ -1318,6 +1318,9 @@ class Loop(RingLoop, base_events.BaseEventLoop):
         self._stop_fd_watches()
         base_events.BaseEventLoop.close(self)
         self._close_ring()
+        files = sys.modules.get('uringloop.files')
+        if files is not None:
+            files._close_files_of(self)     # files left open: written out, closed
         for s in (self._signal_ssock, self._signal_csock):
             if s is not None:
                 s.close()

@@ -48,6 +48,13 @@ cdef class FileRequests:
                     waiter.set_result(None)
         return 0
 
+    def _started(self):
+        """A request of this file made elsewhere (a thread's) began."""
+        self.started()
+
+    def _ended(self):
+        self.ended()
+
     def wait_idle(self, loop):
         """A future resolved when the kernel holds none of these requests
         (at once when it holds none now)."""
