@@ -8,10 +8,8 @@ exception.
 import asyncio
 import errno
 import gc
-import io
 import itertools
 import os
-import stat
 import threading
 import warnings
 
@@ -208,3 +206,533 @@ def test_read1_after_write_reads_at_the_position(any_loop, tmp_path):
             await f.write(b'x')
             return (await f.read1(-1), await f.tell())
     assert run(any_loop, main()) == expected
+
+
+# ---- arguments and errors ---------------------------------------------------------
+
+BAD_ARGUMENTS = [
+    dict(mode='rw'), dict(mode='rb', encoding='utf-8'), dict(mode='r', newline='x'),
+    dict(mode='r', buffering=0), dict(file=1.5), dict(file='x\0'), dict(closefd=False),
+    dict(encoding='nope'), dict(encoding='hex'), dict(errors=3), dict(file=None),
+    dict(mode='rbt'), dict(mode=''), dict(mode='r', newline=5), dict(file=-1),
+    dict(buffering='x'), dict(mode='rr'), dict(mode='b'), dict(mode=5),
+]
+
+
+async def open_and_close(**kwargs):
+    f = await uringloop.open(**kwargs)
+    await f.close()
+    return f.closed
+
+
+def full_outcome(call):
+    try:
+        call()
+        return ('ok',)
+    except Exception as exc:
+        return (type(exc), str(exc), getattr(exc, 'errno', None), getattr(exc, 'filename', None))
+
+
+async def async_full_outcome(call):
+    try:
+        await call()
+        return ('ok',)
+    except Exception as exc:
+        return (type(exc), str(exc), getattr(exc, 'errno', None), getattr(exc, 'filename', None))
+
+
+@pytest.mark.parametrize('args', BAD_ARGUMENTS, ids=repr)
+def test_bad_arguments_raise_what_the_builtin_open_raises(any_loop, tmp_path, args):
+    path = tmp_path / 'exists'
+    path.write_text('x')
+    kwargs = {'file': str(path), **args}
+    expected = full_outcome(lambda: open(**kwargs).close())
+    assert expected != ('ok',)
+    assert run(any_loop, async_full_outcome(lambda: open_and_close(**kwargs))) == expected
+
+
+def test_errors_of_the_file_system_are_the_builtin_open_s(any_loop, tmp_path):
+    (tmp_path / 'file').write_text('x')
+    (tmp_path / 'dir').mkdir()
+    cases = [(tmp_path / 'missing', 'r'), (tmp_path / 'missing', 'r+b'),
+             (tmp_path / 'no' / 'such', 'w'), (tmp_path / 'dir', 'r'),
+             (tmp_path / 'dir', 'rb'), (tmp_path / 'dir', 'w'), (tmp_path / 'file', 'x'),
+             (tmp_path / 'file' / 'under', 'r'), (str(tmp_path / 'missing'), 'r'),
+             (bytes(tmp_path / 'missing'), 'rb')]
+    for path, mode in cases:
+        expected = full_outcome(lambda: open(path, mode).close())
+        assert expected != ('ok',)
+        got = run(any_loop, async_full_outcome(lambda: open_and_close(file=path, mode=mode)))
+        assert got == expected, (path, mode)
+
+
+def test_a_full_disk_raises_enospc_at_the_flush_as_the_builtin(any_loop):
+    def builtin():
+        with open('/dev/full', 'wb') as f:
+            f.write(b'x' * 10)
+
+    async def ours():
+        f = await uringloop.open('/dev/full', 'wb')
+        try:
+            await f.write(b'x' * 10)
+            await f.flush()
+        finally:
+            f._wbuf.clear()          # what cannot be written is dropped
+            await f.close()
+    expected = full_outcome(builtin)
+    assert expected[2] == errno.ENOSPC
+    assert run(any_loop, async_full_outcome(ours))[:3] == expected[:3]
+
+
+PERMISSION_CHILD = r'''
+import asyncio, json, os, sys
+import concurrent.futures.thread    # (imported while the modules are readable)
+import uringloop
+path = sys.argv[1]
+os.setgid(65534); os.setuid(65534)
+def builtin():
+    try:
+        open(path, "r").close(); return "ok"
+    except OSError as e:
+        return [type(e).__name__, e.errno, str(e)]
+async def ours():
+    try:
+        await (await uringloop.open(path, "r")).close(); return "ok"
+    except OSError as e:
+        return [type(e).__name__, e.errno, str(e)]
+loop = uringloop.new_event_loop() if sys.argv[2] == "ring" else asyncio.SelectorEventLoop()
+print(json.dumps([builtin(), loop.run_until_complete(ours())]))
+loop.close()
+'''
+
+
+@pytest.mark.parametrize('where', ['ring', 'thread'])
+def test_a_file_the_user_may_not_read_raises_permission_error(tmp_path, where):
+    import json
+    import subprocess
+    import sys
+    if os.geteuid() != 0:
+        pytest.skip('needs root to become another user')
+    path = tmp_path / 'secret'
+    path.write_text('x')
+    path.chmod(0o600)
+    tmp_path.chmod(0o755)
+    out = subprocess.run([sys.executable, '-c', PERMISSION_CHILD, str(path), where],
+                         capture_output=True, text=True, check=True).stdout
+    builtin, ours = json.loads(out)
+    assert builtin[:2] == ['PermissionError', errno.EACCES]
+    assert ours == builtin
+
+
+def test_stat_is_os_stat(any_loop, tmp_path):
+    path = tmp_path / 'f'
+    path.write_bytes(b'x' * 1000)
+    link = tmp_path / 'link'
+    link.symlink_to(path)
+
+    async def main():
+        assert await uringloop.stat(path) == os.stat(path)
+        assert await uringloop.stat(str(link)) == os.stat(link)
+        assert (await uringloop.stat(link, follow_symlinks=False)
+                == os.stat(link, follow_symlinks=False))
+        dir_fd = os.open(tmp_path, os.O_RDONLY)
+        try:
+            assert await uringloop.stat('f', dir_fd=dir_fd) == os.stat('f', dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+        async with uringloop.open(path, 'rb') as f:
+            assert await f.stat() == os.stat(path)
+            assert await uringloop.stat(f.fileno()) == os.fstat(f.fileno())
+        missing = tmp_path / 'missing'
+        with pytest.raises(FileNotFoundError) as got:
+            await uringloop.stat(missing)
+        with pytest.raises(FileNotFoundError) as expected:
+            os.stat(missing)
+        assert str(got.value) == str(expected.value)
+    run(any_loop, main())
+
+
+# ---- large files ---------------------------------------------------------------
+
+def test_offsets_past_4_gib_in_a_sparse_file(any_loop, tmp_path):
+    path = tmp_path / 'sparse'
+    far = 2 ** 32 + 7
+
+    async def main():
+        async with uringloop.open(path, 'w+b') as f:
+            assert await f.truncate(5 * 2 ** 30) == 5 * 2 ** 30
+            assert await f.pwrite(b'far', far) == 3
+            assert await f.pwrite(b'mid', 2 ** 31 - 1) == 3
+            assert await f.seek(far - 2) == far - 2
+            assert await f.read(7) == b'\0\0far\0\0'
+            assert await f.tell() == far + 5
+            assert await f.seek(-5, os.SEEK_END) == 5 * 2 ** 30 - 5
+            await f.write(b'end')
+            assert await f.pread(3, 2 ** 31 - 1) == b'mid'
+            assert await f.seek(2 ** 32) == 2 ** 32
+            data_at = await f.seek(2 ** 32, os.SEEK_DATA)
+            assert data_at <= far
+            return (await f.stat()).st_size
+    assert run(any_loop, main()) == 5 * 2 ** 30
+    with open(path, 'rb') as f:
+        f.seek(far)
+        assert f.read(3) == b'far'
+        f.seek(2 ** 31 - 1)
+        assert f.read(3) == b'mid'
+        f.seek(-5, os.SEEK_END)
+        assert f.read() == b'end\0\0'
+    assert os.stat(path).st_blocks * 512 < 2 ** 20       # still sparse
+
+
+@pytest.mark.parametrize('size', [0, 1, 2, 2 ** 31, 2 ** 32])
+def test_read_sizes_up_to_4_gib_on_a_small_file(any_loop, tmp_path, size):
+    path = tmp_path / 'small'
+    path.write_bytes(b'0123456789')
+    with open(path, 'rb') as f:
+        expected = (f.read(size), f.tell())
+
+    async def main():
+        async with uringloop.open(path, 'rb') as f:
+            got = (await f.read(size), await f.tell())
+            assert await f.pread(size, 3) == b'3456789'[:size]
+            return got
+    assert run(any_loop, main()) == expected
+
+
+# ---- cancellation at every await ------------------------------------------------
+
+async def cancel_after(coro, spins):
+    """Run coro as a task, cancel it after `spins` turns of the loop: its
+    result, or None when the cancel won."""
+    task = asyncio.ensure_future(coro)
+    for _ in range(spins):
+        await asyncio.sleep(0)
+    task.cancel()
+    try:
+        return await task
+    except asyncio.CancelledError:
+        return None
+
+
+READS = {
+    'read': lambda f: f.read(5000),
+    'read_all': lambda f: f.read(),
+    'read1': lambda f: f.read1(300),
+    'readline': lambda f: f.readline(),
+    'readinto': lambda f: f.readinto(bytearray(9000)),
+}
+
+
+@pytest.mark.parametrize('call', sorted(READS))
+@pytest.mark.parametrize('buffering', [-1, 0, 64])
+def test_a_cancelled_read_loses_nothing(any_loop, tmp_path, call, buffering):
+    content = os.urandom(20000).replace(b'\n', b'') + b'\n' + os.urandom(3000)
+    path = tmp_path / 'f'
+    path.write_bytes(content)
+
+    async def main():
+        async with uringloop.open(path, 'rb', buffering=buffering) as f:
+            got = b''
+            for spins in itertools.chain(range(6), range(6)):
+                start = await f.tell()
+                assert start == len(got)
+                result = await cancel_after(READS[call](f), spins)
+                if call == 'readinto' and result is not None:
+                    result = b'x' * result      # (its count, below)
+                    got += content[start:start + len(result)]
+                elif result is not None:
+                    got += result
+                assert await f.tell() == len(got), (spins, result is None)
+            got += await f.read()
+            return got
+    assert run(any_loop, main()) == content
+
+
+@pytest.mark.parametrize('call', ['read', 'readline', 'iterate'])
+def test_a_cancelled_text_read_loses_nothing(any_loop, tmp_path, call):
+    text = ''.join(f'line {i} é€𝄞\r\n' for i in range(3000))
+    path = tmp_path / 'f'
+    path.write_bytes(text.encode('utf-8'))
+    async def next_line(f):
+        try:
+            return await f.__anext__()
+        except StopAsyncIteration:
+            return ''
+    calls = {'read': lambda f: f.read(777), 'readline': lambda f: f.readline(),
+             'iterate': next_line}
+
+    async def main():
+        async with uringloop.open(path, encoding='utf-8', newline='') as f:
+            got = ''
+            while True:
+                for spins in range(5):
+                    result = await cancel_after(calls[call](f), spins)
+                    if result:
+                        got += result
+                        told = await f.tell()
+                        await f.seek(told)          # the cookie holds
+                rest = await f.read(50000)
+                got += rest
+                if not rest:
+                    return got
+    assert run(any_loop, main()) == text
+
+
+def test_a_cancelled_read_of_a_pipe_keeps_its_bytes(any_loop):
+    r, w = os.pipe()
+    sent = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        f = await uringloop.open(r, 'rb', buffering=0)
+        got = b''
+        try:
+            for i in range(40):
+                chunk = bytes([i % 256]) * (i + 1)
+                if i % 3:
+                    os.write(w, chunk)
+                    sent.append(chunk)
+                else:
+                    loop.call_soon(os.write, w, chunk)     # while the read waits
+                    sent.append(chunk)
+                result = await cancel_after(f.read(100), i % 4)
+                if result:
+                    got += result
+            await asyncio.sleep(0)
+            os.close(w)
+            while True:
+                data = await f.read(1000)
+                if not data:
+                    return got
+                got += data
+        finally:
+            await f.close()
+    try:
+        assert run(any_loop, main()) == b''.join(sent)
+    finally:
+        for fd in (w,):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def test_a_non_blocking_pipe_is_read_when_ready(any_loop):
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        async with uringloop.open(r, 'rb', buffering=0) as f:
+            loop.call_later(0.01, os.write, w, b'late')
+            return await f.read(10)
+    try:
+        assert run(any_loop, main()) == b'late'
+    finally:
+        os.close(w)
+
+
+@pytest.mark.parametrize('buffering', [-1, 0, 16])
+def test_a_cancelled_write_is_written_once(any_loop, tmp_path, buffering):
+    path = tmp_path / 'f'
+    chunks = [bytes([65 + i % 26]) * (1 + i * 997 % 20000) for i in range(30)]
+
+    async def main():
+        written = []
+        async with uringloop.open(path, 'wb', buffering=buffering) as f:
+            for i, chunk in enumerate(chunks):
+                before = await f.tell()
+                await cancel_after(f.write(chunk), i % 4)
+                # all of it or (cancelled before it began) none
+                moved = await f.tell() - before
+                assert moved in (0, len(chunk)), (i, moved)
+                if moved:
+                    written.append(chunk)
+            for spins in range(3):
+                await cancel_after(f.flush(), spins)
+        assert len(written) > len(chunks) // 2
+        return b''.join(written)
+    written = run(any_loop, main())
+    assert path.read_bytes() == written
+
+
+def test_a_cancelled_open_leaves_no_file_open(any_loop, tmp_path):
+    path = tmp_path / 'f'
+    path.write_bytes(b'x')
+    before = set(os.listdir('/proc/self/fd'))
+
+    async def main():
+        async def opening():
+            return await uringloop.open(path, 'rb')
+        for spins in range(4):
+            f = await cancel_after(opening(), spins)
+            if f is not None:
+                await f.close()
+        await asyncio.sleep(0.05)       # a thread's open ends too
+    run(any_loop, main())
+    assert set(os.listdir('/proc/self/fd')) <= before
+
+
+# ---- life cycle ------------------------------------------------------------------
+
+def test_close_ends_a_read_waiting_on_a_quiet_pipe(any_loop):
+    r, w = os.pipe()
+
+    async def main():
+        f = await uringloop.open(r, 'rb', buffering=0)
+        reader = asyncio.ensure_future(f.read(10))
+        await asyncio.sleep(0.01)
+        await f.close()
+        with pytest.raises((ValueError, asyncio.CancelledError)):
+            await reader
+        assert f.closed
+    try:
+        run(any_loop, main())
+        with pytest.raises(OSError):
+            os.fstat(r)
+    finally:
+        os.close(w)
+
+
+def test_calls_on_a_closed_file_raise_value_error(any_loop, tmp_path):
+    path = tmp_path / 'f'
+    path.write_bytes(b'abc')
+
+    calls = [('read', ()), ('read', (1,)), ('read1', (1,)), ('readline', ()),
+             ('readline', (0,)), ('readinto', (bytearray(3),)), ('readlines', ()),
+             ('peek', ()), ('write', (b'x',)), ('truncate', ()), ('tell', ()),
+             ('seek', (0,)), ('flush', ())]
+
+    async def main():
+        for mode, buffering in (('rb', -1), ('r+b', -1), ('wb', -1), ('ab', -1),
+                                ('rb', 0), ('r+b', 0), ('r', -1), ('w', -1)):
+            f = await uringloop.open(path, mode, buffering=buffering)
+            await f.close()
+            await f.close()                     # twice: nothing
+            ref = open(path, mode, buffering=buffering)
+            ref.close()
+            for name, args in calls:
+                if not hasattr(ref, name):
+                    continue
+                if 'b' not in mode and name == 'write':
+                    args = ('x',)
+                expected = full_outcome(lambda: getattr(ref, name)(*args))
+                got = await async_full_outcome(lambda: getattr(f, name)(*args))
+                assert got == expected, (mode, buffering, name, args)
+    run(any_loop, main())
+
+
+def test_closing_the_loop_writes_out_and_closes_its_files(uloop, tmp_path):
+    path = tmp_path / 'f'
+
+    async def main():
+        f = await uringloop.open(path, 'wb')
+        await f.write(b'buffered')
+        return f
+    f = run(uloop, main())
+    fd = f._fd
+    uloop.close()
+    assert f.closed
+    assert path.read_bytes() == b'buffered'
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_a_file_collected_unclosed_warns_writes_out_and_closes(any_loop, tmp_path):
+    path = tmp_path / 'f'
+
+    async def main():
+        f = await uringloop.open(path, 'wb')
+        await f.write(b'kept')
+        return f._fd
+    with pytest.warns(ResourceWarning, match='unclosed file'):
+        fd = run(any_loop, main())
+        gc.collect()
+    assert path.read_bytes() == b'kept'
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_an_fd_with_closefd_false_stays_open(any_loop, tmp_path):
+    path = tmp_path / 'f'
+    path.write_bytes(b'abc')
+    fd = os.open(path, os.O_RDONLY)
+
+    async def main():
+        async with uringloop.open(fd, 'rb', closefd=False) as f:
+            assert f.name == fd
+            return await f.read()
+    try:
+        assert run(any_loop, main()) == b'abc'
+        os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def test_an_opener_gets_the_builtin_s_flags(any_loop, tmp_path):
+    seen = []
+
+    def opener(path, flags):
+        seen.append((path, flags))
+        return os.open(path, flags, 0o600)
+    path = tmp_path / 'f'
+    with open(path, 'a', opener=opener):
+        pass
+
+    async def main():
+        async with uringloop.open(path, 'a', opener=opener) as f:
+            await f.write('x')
+    run(any_loop, main())
+    assert seen[0] == seen[1]
+    assert path.read_text() == 'x'
+
+
+def test_files_on_the_ring_use_no_thread(uloop, tmp_path):
+    path = tmp_path / 'f'
+
+    async def main():
+        async with uringloop.open(path, 'w+') as f:
+            await f.write('hello\n' * 1000)
+            await f.seek(0)
+            lines = [line async for line in f]
+            await f.fsync()
+            await f.datasync()
+            await f.truncate(6)
+            assert (await f.stat()).st_size == 6
+        await uringloop.stat(path)
+        return len(lines)
+    threads = threading.active_count()
+    assert run(uloop, main()) == 1000
+    assert uloop._default_executor is None
+    assert threading.active_count() == threads
+
+
+def test_two_tasks_reading_one_file_take_turns(any_loop, tmp_path):
+    path = tmp_path / 'f'
+    content = b''.join(b'%05d\n' % i for i in range(20000))
+    path.write_bytes(content)
+
+    async def main():
+        async with uringloop.open(path, 'rb') as f:
+            async def reader():
+                got = []
+                while line := await f.readline():
+                    got.append(line)
+                    await asyncio.sleep(0)
+                return got
+            a, b = await asyncio.gather(reader(), reader())
+            return sorted(a + b)
+    assert b''.join(run(any_loop, main())) == content
+
+
+def test_concurrent_preads_of_one_file(any_loop, tmp_path):
+    path = tmp_path / 'f'
+    content = os.urandom(1 << 20)
+    path.write_bytes(content)
+
+    async def main():
+        async with uringloop.open(path, 'rb') as f:
+            offsets = [(i * 7919) % (len(content) - 4096) for i in range(256)]
+            results = await asyncio.gather(*(f.pread(4096, o) for o in offsets))
+            return all(r == content[o:o + 4096] for r, o in zip(results, offsets))
+    assert run(any_loop, main())

@@ -34,6 +34,7 @@ cdef class FileTransfer(FileRequest):
     cdef Py_buffer view              # read into or written from
     cdef bint has_view
     cdef bint writes
+    cdef object account              # told the count of a write, or None
     cdef int release_view(self) except -1
 
 

@@ -37,7 +37,6 @@ import io
 import locale
 import os
 import stat as _stat
-import sys
 import warnings
 import weakref
 
@@ -70,8 +69,8 @@ class _RingRequests:
     def readinto(self, fd, buf, offset, requests):
         return core.file_readinto(self.loop, fd, buf, offset, requests)
 
-    def write(self, fd, data, offset, requests):
-        return core.file_write(self.loop, fd, data, offset, requests)
+    def write(self, fd, data, offset, requests, account=None):
+        return core.file_write(self.loop, fd, data, offset, requests, account)
 
     def fsync(self, fd, datasync, requests):
         return core.file_fsync(self.loop, fd, datasync, requests)
@@ -126,22 +125,29 @@ class _ThreadRequests:
     def __init__(self, loop):
         self.loop = loop
 
-    def _call(self, requests, orphan, fn, *args):
+    def _call(self, requests, orphan, fn, *args, account=None):
         loop = self.loop
         fut = loop.create_future()
         if requests is not None:
             requests._started()
 
         def deliver(ok, value):
-            if requests is not None:
-                requests._ended()
-            if fut.cancelled():
-                if ok and orphan is not None:
-                    orphan(value)
-            elif ok:
-                fut.set_result(value)
-            else:
-                fut.set_exception(value)
+            # the result first, then the count: callbacks of the result
+            # (a cancelled write's accounting) run before a waiter for
+            # the file's idle, as on the ring (files.pyx)
+            try:
+                if ok and account is not None:
+                    account(value)
+                if fut.cancelled():
+                    if ok and orphan is not None:
+                        orphan(value)
+                elif ok:
+                    fut.set_result(value)
+                else:
+                    fut.set_exception(value)
+            finally:
+                if requests is not None:
+                    requests._ended()
 
         def work():
             try:
@@ -172,8 +178,8 @@ class _ThreadRequests:
     def readinto(self, fd, buf, offset, requests):
         return self._call(requests, None, _readinto_at, fd, buf, offset)
 
-    def write(self, fd, data, offset, requests):
-        return self._call(requests, None, _write_at, fd, data, offset)
+    def write(self, fd, data, offset, requests, account=None):
+        return self._call(requests, None, _write_at, fd, data, offset, account=account)
 
     def fsync(self, fd, datasync, requests):
         return self._call(requests, None, os.fdatasync if datasync else os.fsync, fd)
@@ -327,12 +333,18 @@ async def _open(file, path, flags, mode, buffering, encoding, errors, newline,
     elif opener is not None:
         fd = opener(path, flags)
         if not isinstance(fd, int):
-            raise TypeError(f"expected integer from opener")
+            raise TypeError("expected integer from opener")
         if fd < 0:
             raise ValueError(f"opener returned {fd}")
     else:
+        fut = requests.open(path, flags, 0o666)
         try:
-            fd = await requests.open(path, flags, 0o666)
+            fd = await fut
+        except asyncio.CancelledError:
+            # opened, but the caller was cancelled before it resumed
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                os.close(fut.result())
+            raise
         except OSError as exc:
             if exc.filename is None and exc.errno is not None:
                 raise OSError(exc.errno, exc.strerror, path) from None
@@ -398,8 +410,13 @@ async def stat(path, *, dir_fd=None, follow_symlinks=True, loop=None):
     if isinstance(path, int):
         return await _requests_for(loop).fstat(path, None)
     path = os.fspath(path)
-    return await _requests_for(loop).stat(
-        path, _AT_FDCWD if dir_fd is None else dir_fd, follow_symlinks)
+    try:
+        return await _requests_for(loop).stat(
+            path, _AT_FDCWD if dir_fd is None else dir_fd, follow_symlinks)
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, path) from None
+        raise
 
 
 # ---- the binary file ------------------------------------------------------------
@@ -481,22 +498,38 @@ class AsyncFile:
         kind = 'closed ' if self._closed else ''
         return f'<uringloop.AsyncFile {kind}name={self.name!r} mode={self.mode!r}>'
 
-    def _check_open(self):
+    def _check_open(self, call=None):
         if self._closed:
-            raise ValueError("I/O operation on closed file.")
+            raise ValueError(self._closed_words(call))
+
+    def _closed_words(self, call):
+        # the builtin's words, which differ from call to call
+        if call in ('flush', 'iterate', 'enter', 'readlines'):
+            if call == 'flush' and self._writable and not self._raw:
+                return 'flush of closed file'
+            return 'I/O operation on closed file.'
+        if self._raw or call is None:
+            return 'I/O operation on closed file'
+        if call == 'write':
+            return 'write to closed file'
+        return f'{call} of closed file'
 
     def _check_readable(self, call='read'):
-        self._check_open()
+        if self._raw:
+            self._check_open()              # FileIO: closed first
         if not self._readable:
             # (the builtin's words: FileIO's, or its buffered file's)
             raise io.UnsupportedOperation('File not open for reading' if self._raw
-                                          else call)
+                                          else 'read1' if call == 'read1' else 'read')
+        self._check_open('read' if call == 'read1' else call)
 
     def _check_writable(self, call='write'):
-        self._check_open()
+        if call == 'truncate' or self._raw:
+            self._check_open(call)
         if not self._writable:
             raise io.UnsupportedOperation('File not open for writing' if self._raw
                                           else call)
+        self._check_open(call)
 
     # -- one call at a time
 
@@ -535,6 +568,10 @@ class AsyncFile:
         """One read of up to size bytes at offset `at` (ignored when the
         file cannot seek): b'' at the end.  On a file that cannot seek, a
         read cancelled after its bytes came keeps them for the next read."""
+        if not self._seekable and not self._io.on_ring:
+            data = await self._read_stream_when_ready(size)
+            if data is not None:
+                return data
         while True:
             fut = self._io.read(self._fd, size, at if self._seekable else -1,
                                 self._counts, None if self._seekable else self._keep)
@@ -553,6 +590,35 @@ class AsyncFile:
             finally:
                 self._reading = None
 
+    async def _read_stream_when_ready(self, size):
+        """A pipe's (a terminal's) read on a loop without a ring: wait in
+        the loop's selector until it is readable, then read at once -- no
+        thread blocked in read(2), which close() could not stop.  None for
+        a file the selector cannot watch (a thread reads it then)."""
+        while True:
+            if not os.get_blocking(self._fd):
+                try:
+                    return os.read(self._fd, min(size, _MAX_IO))
+                except BlockingIOError:
+                    pass
+            try:
+                fut = self._io.ready(self._fd, False)
+            except OSError:
+                return None
+            self._reading = fut
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if self._closing and fut.cancelled() and not _being_cancelled():
+                    raise ValueError("I/O operation on closed file.") from None
+                raise
+            finally:
+                self._reading = None
+            try:
+                return os.read(self._fd, min(size, _MAX_IO))
+            except BlockingIOError:
+                continue
+
     def _keep(self, data):
         """Bytes of a pipe's read that nobody took: the next read's."""
         self._rbuf = self._rbuf[self._roff:] + data
@@ -569,15 +635,22 @@ class AsyncFile:
             self._roff = 0
         return data
 
-    async def _fill(self):
-        """Read up to one buffer's worth past what is buffered, into the
-        buffer: the count, 0 at the end of the file."""
+    async def _fill(self, size=None):
+        """Read up to size bytes (one buffer's worth) past what is
+        buffered, into the buffer: the count, 0 at the end of the file."""
         avail = self._rbuf_avail()
-        data = await self._raw_read(max(self._buffer_size, 1), self._pos + avail)
+        if size is None:
+            size = max(self._buffer_size, 1)
+        data = await self._raw_read(size, self._pos + avail)
         if data:
             self._rbuf = self._rbuf[self._roff:] + data if avail else data
             self._roff = 0
         return len(data)
+
+    def _whole_blocks(self, size):
+        # the part of a read the builtin makes straight from the file: all
+        # but the last, partial, buffer's worth
+        return (size // self._buffer_size) * self._buffer_size
 
     # -- reading
 
@@ -593,14 +666,26 @@ class AsyncFile:
             if size == 0:
                 return b''
             if self._raw:
-                data = await self._raw_read(size, self._pos)
-                self._pos += len(data)
-                return data
+                return await self._read_once(size)
             return await self._read_buffered(size)
         finally:
             self._end_turn()
 
+    async def _read_once(self, size):
+        """FileIO's read(): one read of the file -- or the bytes a cancelled
+        read of a pipe left, if any."""
+        avail = self._rbuf_avail()
+        if avail:
+            data = self._take(min(size, avail))
+        else:
+            data = await self._raw_read(min(size, _MAX_IO), self._pos)
+        self._pos += len(data)
+        return data
+
     async def _read_buffered(self, size):
+        """BufferedReader.read(size): what is buffered, whole buffers'
+        worth straight from the file, then the rest through the buffer
+        (which keeps what is left of its last read)."""
         avail = self._rbuf_avail()
         if size <= avail:
             self._pos += size
@@ -610,21 +695,26 @@ class AsyncFile:
         got = avail
         try:
             while got < size:
-                want = size - got
-                if want >= self._buffer_size:
-                    data = await self._raw_read(min(want, _MAX_IO), start + got)
-                    if not data:
-                        break
-                    parts.append(data)
-                    got += len(data)
-                else:
-                    self._pos = start + got         # (the buffer's offset)
-                    n = await self._fill()
-                    if not n:
-                        break
-                    take = min(want, n)
-                    parts.append(self._take(take))
-                    got += take
+                blocks = self._whole_blocks(size - got)
+                if not blocks:
+                    break
+                data = await self._raw_read(min(blocks, _MAX_IO), start + got)
+                if not data:
+                    break
+                parts.append(data)
+                got += len(data)
+            else:
+                blocks = -1
+            filled = 0
+            while blocks == 0 and got < size and filled < self._buffer_size:
+                self._pos = start + got             # (the buffer's offset)
+                n = await self._fill(self._buffer_size - filled)
+                if not n:
+                    break
+                filled += n
+                take = min(size - got, self._rbuf_avail())
+                parts.append(self._take(take))
+                got += take
         except BaseException:
             # a cancel or an error: what was read is the next read's
             self._rbuf = b''.join(parts) + self._rbuf[self._roff:]
@@ -694,7 +784,7 @@ class AsyncFile:
     async def peek(self, size=0):
         """Buffered bytes from the position on, without moving it (one read
         when none are buffered)."""
-        self._check_readable()
+        self._check_readable('peek')
         await self._turn()
         try:
             await self._flush_unlocked()
@@ -706,7 +796,7 @@ class AsyncFile:
 
     async def readinto(self, buffer):
         """Read into a writable bytes-like object: the count."""
-        self._check_readable()
+        self._check_readable('readinto')
         view = memoryview(buffer)
         if view.readonly:
             raise TypeError(f"readinto() argument must be read-write bytes-like "
@@ -718,27 +808,67 @@ class AsyncFile:
             size = len(view)
             if size == 0:
                 return 0
-            avail = self._rbuf_avail()
-            if not avail and (size >= self._buffer_size or self._raw) and self._seekable:
-                # straight into the caller's buffer
-                n = 0
-                while n < size:
-                    got = await self._io.readinto(
-                        self._fd, view[n:n + min(size - n, _MAX_IO)], self._pos + n,
-                        self._counts)
-                    n += got
-                    if got == 0 or self._raw:
-                        break
-                self._pos += n
-                return n
-            data = await self._read_buffered(size) if not self._raw else (
-                await self._raw_read(size, self._pos))
             if self._raw:
-                self._pos += len(data)
-            view[:len(data)] = data
-            return len(data)
+                if self._seekable and not self._rbuf_avail():
+                    n = await self._io.readinto(self._fd, view[:_MAX_IO], self._pos,
+                                                self._counts)
+                    self._pos += n
+                    return n
+                data = await self._read_once(size)
+                view[:len(data)] = data
+                return len(data)
+            return await self._readinto_buffered(view)
         finally:
             self._end_turn()
+
+    async def _readinto_buffered(self, view):
+        """BufferedReader.readinto(): what is buffered, then, while more
+        than a buffer's worth is missing, reads straight into the caller's
+        buffer, else through the buffer."""
+        size = len(view)
+        avail = self._rbuf_avail()
+        if avail >= size:
+            view[:] = self._take(size)
+            self._pos += size
+            return size
+        start = self._pos
+        view[:avail] = self._take(avail)
+        written = avail
+        try:
+            while written < size:
+                remaining = size - written
+                if remaining > self._buffer_size:
+                    if self._seekable:
+                        n = await self._io.readinto(
+                            self._fd, view[written:written + min(remaining, _MAX_IO)],
+                            start + written, self._counts)
+                    else:
+                        data = await self._raw_read(min(remaining, _MAX_IO), -1)
+                        view[written:written + len(data)] = data
+                        n = len(data)
+                else:
+                    self._pos = start + written     # (the buffer's offset)
+                    n = await self._fill()
+                    if n:
+                        n = min(n, remaining)
+                        view[written:written + n] = self._take(n)
+                        written += n
+                        continue
+                if n == 0:
+                    break
+                written += n
+        except BaseException:
+            if not self._seekable:
+                # what the file gave is the next read's
+                self._rbuf = bytes(view[:written]) + self._rbuf[self._roff:]
+                self._roff = 0
+            else:
+                self._drop_read_ahead()
+            raise
+        finally:
+            self._pos = start
+        self._pos = start + written
+        return written
 
     async def readinto1(self, buffer):
         data = await self.read1(len(memoryview(buffer).cast('B')))
@@ -749,9 +879,10 @@ class AsyncFile:
         """One line, with its b'\\n' (up to size bytes)."""
         size = _size(size)
         if size == 0:
-            self._check_open()
+            if self._readable and not self._raw:
+                self._check_open('readline')
             return b''
-        self._check_readable()
+        self._check_readable('readline')
         await self._turn()
         try:
             await self._flush_unlocked()
@@ -781,6 +912,7 @@ class AsyncFile:
 
     async def readlines(self, hint=-1):
         hint = _size(hint)
+        self._check_open('readlines')
         lines = []
         total = 0
         while True:
@@ -794,7 +926,7 @@ class AsyncFile:
         return lines
 
     def __aiter__(self):
-        self._check_open()
+        self._check_open('iterate')
         return self
 
     async def __anext__(self):
@@ -843,7 +975,7 @@ class AsyncFile:
         """Buffer data (writing the buffer out when full): len(data)."""
         self._check_writable()
         if isinstance(data, str):
-            raise TypeError(f"a bytes-like object is required, not 'str'")
+            raise TypeError("a bytes-like object is required, not 'str'")
         view = memoryview(data).cast('B')
         size = len(view)
         await self._turn()
@@ -871,22 +1003,14 @@ class AsyncFile:
 
     async def _write_request(self, data, offset, account):
         """One WRITE, never cancelled in the kernel: a cancelled caller
-        leaves it running, and account(count) runs when it ends."""
+        leaves it running, and account(count) runs at its completion
+        either way, before the next call on the file may start."""
         while True:
-            fut = self._io.write(self._fd, data, offset, self._counts)
+            fut = self._io.write(self._fd, data, offset, self._counts, account)
             try:
-                n = await asyncio.shield(fut)
+                return await fut
             except BlockingIOError:
                 await self._io.ready(self._fd, True)        # O_NONBLOCK
-                continue
-            except asyncio.CancelledError:
-                if not fut.done():
-                    fut.add_done_callback(lambda f: _account_later(f, account))
-                else:
-                    _account_later(fut, account)
-                raise
-            account(n)
-            return n
 
     async def _write_direct(self, view, once=False):
         """Write view at the position, moving it by the kernel's counts."""
@@ -913,7 +1037,7 @@ class AsyncFile:
 
     async def flush(self):
         """Write out what write() buffered."""
-        self._check_open()
+        self._check_open('flush')
         await self._turn()
         try:
             await self._flush_unlocked()
@@ -941,7 +1065,7 @@ class AsyncFile:
         HOLE): the new position."""
         offset = _index(offset)
         whence = _index(whence)
-        self._check_open()
+        self._check_open('seek')
         if whence not in (0, 1, 2, os.SEEK_DATA, os.SEEK_HOLE):
             raise ValueError(f"whence value {whence} unsupported")
         if not self._seekable:
@@ -972,10 +1096,12 @@ class AsyncFile:
             self._end_turn()
 
     async def tell(self):
-        """The position."""
+        """The position (once a write cancelled earlier has ended)."""
         self._check_open()
         if not self._seekable:
             raise OSError(errno.ESPIPE, os.strerror(errno.ESPIPE))
+        await self._turn()
+        self._end_turn()
         return self._pos
 
     async def truncate(self, size=None):
@@ -1082,7 +1208,7 @@ class AsyncFile:
                 self._counts.close_when_idle(fd)
 
     async def __aenter__(self):
-        self._check_open()
+        self._check_open('enter')
         return self
 
     async def __aexit__(self, *exc):
@@ -1098,11 +1224,6 @@ def _pwrite_all(fd, data, offset, at_position):
         n = os.write(fd, view) if at_position else os.pwrite(fd, view, offset)
         view = view[n:]
         offset += n
-
-
-def _account_later(fut, account):
-    if not fut.cancelled() and fut.exception() is None:
-        account(fut.result())
 
 
 def _being_cancelled():

@@ -187,6 +187,16 @@ cdef class FileTransfer(FileRequest):
     cdef int release(self) except -1:
         return self.release_view()
 
+    cdef int finish(self, int32_t res) except -1:
+        # a write's count goes to account() before anything else: the
+        # caller's buffer is let go first (it may resize it), and the
+        # file's FileRequests drops to zero only after (complete())
+        self.release_view()
+        if self.account is not None and res >= 0:
+            account, self.account = self.account, None
+            account(res)
+        return FileRequest.finish(self, res)
+
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe = self.loop.sqe_for(self)
         if self.writes:
@@ -273,7 +283,7 @@ cdef class Splice(FileRequest):
 # FileRequests (None for a request of no file).
 
 cdef object start_file(RingLoop loop, FileRequest op, int fd, int64_t offset,
-                       FileRequests requests):
+                       FileRequests requests, bint cancellable=True):
     fut = new_future(loop)
     op.loop = loop
     op.fd = fd
@@ -282,7 +292,10 @@ cdef object start_file(RingLoop loop, FileRequest op, int fd, int64_t offset,
     op.requests = requests
     if requests is not None:
         requests.started()
-    op.watch_future(fut)
+    if cancellable:
+        op.watch_future(fut)
+    else:
+        op.future = fut          # a cancelled waiter leaves it to the kernel
     return fut
 
 
@@ -332,13 +345,16 @@ def file_readinto(RingLoop loop, int fd, buf, int64_t offset,
 
 
 def file_write(RingLoop loop, int fd, data, int64_t offset,
-               FileRequests requests=None):
-    """WRITE data at offset: a future of the count written."""
+               FileRequests requests=None, account=None):
+    """WRITE data at offset: a future of the count written.  With
+    `account`, the write is not cancelled with its future: it runs to its
+    end, and account(count) is called at its completion, whoever waits."""
     cdef FileTransfer op = FileTransfer.__new__(FileTransfer)
     hold_view(data, &op.view, PyBUF_SIMPLE)
     op.has_view = True
     op.writes = True
-    return start_file(loop, op, fd, offset, requests)
+    op.account = account
+    return start_file(loop, op, fd, offset, requests, account is None)
 
 
 def file_fsync(RingLoop loop, int fd, bint datasync=False, FileRequests requests=None):

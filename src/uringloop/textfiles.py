@@ -62,8 +62,13 @@ class AsyncTextFile:
         self._decoded = ''          # decoded text ...
         self._used = 0              # ... of which the caller has this much
         self._snapshot = None       # (decoder flags, bytes fed) at _decoded's start
+        self._end_snapshot = None   # the same at the end of the file
+        self._last = (0, None)      # where the last chunk's text starts, its snapshot
+        self._b2cratio = 0.0        # bytes per character of the last chunk
         if buffer._seekable and buffer._writable and buffer._pos != 0:
             self._get_encoder().setstate(0)          # no BOM mid-file
+        if buffer._readable:
+            self._get_decoder()
 
     # -- attributes
 
@@ -126,23 +131,47 @@ class AsyncTextFile:
 
     # -- reading
 
-    async def _read_chunk(self):
+    async def _read_chunk(self, size_hint=0):
         """Decode one more chunk onto the text not yet taken: False at the
-        end of the file.  Cancelled in read1(), it changed nothing."""
+        end of the file once it decodes to nothing more (a final '\\r' of
+        universal newlines comes out of the end first).  Cancelled in
+        read1(), it changed nothing.  The chunk is 8192 bytes, or more for
+        a larger read, as the builtin's is."""
         decoder = self._get_decoder()
         dec_buffer, dec_flags = decoder.getstate()
-        chunk = await self.buffer.read1(_CHUNK)
+        if size_hint > 0:
+            size_hint = int(max(self._b2cratio, 1.0) * size_hint)
+        chunk = await self.buffer.read1(max(_CHUNK, size_hint))
         eof = not chunk
         decoded = decoder.decode(chunk, eof)
+        self._b2cratio = len(chunk) / len(decoded) if decoded else 0.0
+        if eof and not decoded:
+            # where the builtin's snapshot is then, once the text is taken
+            self._end_snapshot = (dec_flags, dec_buffer)
+            return False
+        last = (dec_flags, dec_buffer + chunk)
         if self._used >= len(self._decoded) or self._snapshot is None:
             self._decoded = decoded
             self._used = 0
-            self._snapshot = (dec_flags, dec_buffer + chunk)
+            self._snapshot = last
+            self._last = (0, last)
         else:
+            self._last = (len(self._decoded), last)
             self._decoded += decoded
             flags, fed = self._snapshot
             self._snapshot = (flags, fed + chunk)
-        return not eof
+        return True
+
+    def _settle(self):
+        """A call has taken its text: keep only the last chunk's text and
+        snapshot, as the builtin (which takes each chunk's text before it
+        reads the next) has them -- tell() works out its cookie from them."""
+        start, snapshot = self._last
+        if 0 < start <= self._used:
+            self._decoded = self._decoded[start:]
+            self._used -= start
+            self._snapshot = snapshot
+            self._last = (0, snapshot)
 
     def _take(self, n):
         text = self._decoded[self._used:self._used + n]
@@ -160,9 +189,16 @@ class AsyncTextFile:
             self._drop_decoded()
             return text
         while len(self._decoded) - self._used < size:
-            if not await self._read_chunk():
-                break
-        return self._take(size)
+            if not await self._read_chunk(size - (len(self._decoded) - self._used)):
+                text = self._take(size)
+                if self._used >= len(self._decoded):
+                    self._decoded, self._used = '', 0
+                    self._snapshot = self._end_snapshot
+                    self._last = (0, self._snapshot)
+                return text
+        text = self._take(size)
+        self._settle()
+        return text
 
     async def readline(self, size=-1):
         """One line with its ending, as the newline argument defines lines
@@ -196,6 +232,8 @@ class AsyncTextFile:
         line = self._take(n)
         if eof and self._used >= len(self._decoded):
             self._drop_decoded()     # as the builtin's: tell() is the plain end
+        else:
+            self._settle()
         return line
 
     def _line_end(self, text, start, eof):
@@ -209,9 +247,11 @@ class AsyncTextFile:
             r = text.find('\r', start, n if n >= 0 else len(text))
             if r < 0:
                 return n + 1 if n >= 0 else -1
-            if r + 1 < len(text):
-                return r + 2 if text[r + 1] == '\n' else r + 1
-            return r + 1 if eof else -1
+            # (a '\r' ends the text only when no '\n' can follow: the
+            # newline decoder holds a last '\r' back until it knows)
+            if r + 1 < len(text) and text[r + 1] == '\n':
+                return r + 2
+            return r + 1
         i = text.find(self._readnl, start)
         return i + len(self._readnl) if i >= 0 else -1
 
@@ -308,41 +348,59 @@ class AsyncTextFile:
         finally:
             decoder.setstate(saved)
 
-    def _decode_prefix(self, dec_flags, fed, m, final=False):
-        """(characters, decoder state) after decoding fed[:m] from
-        (b'', dec_flags)."""
-        decoder = self._decoder
-        decoder.setstate((b'', dec_flags))
-        n = len(decoder.decode(fed[:m], final))
-        return n, decoder.getstate()
-
     def _cookie_at(self, position, dec_flags, fed, chars):
-        # the shortest prefix of the bytes fed that decodes to `chars`
-        # characters or more (the count only grows with the prefix)
-        lo, hi = 0, len(fed)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._decode_prefix(dec_flags, fed, mid)[0] >= chars:
-                hi = mid
+        """The builtin's cookie for `chars` characters into the text decoded
+        from `fed` (from decoder flags dec_flags at `position`): the last
+        point before them where the decoder holds no bytes, the bytes to
+        feed from there, the characters to skip.  The builtin's search, so
+        that the numbers are its: a guess from the last chunk's bytes per
+        character, backed off until safe, then a byte at a time."""
+        decoder = self._decoder
+        start, flags, to_skip = position, dec_flags, chars
+        skip_bytes = int(self._b2cratio * chars)
+        skip_back = 1
+        while skip_bytes > 0:
+            decoder.setstate((b'', dec_flags))
+            n = len(decoder.decode(fed[:skip_bytes]))
+            if n <= chars:
+                buffered, state_flags = decoder.getstate()
+                if not buffered:
+                    start, flags, to_skip = position + skip_bytes, state_flags, chars - n
+                    break
+                skip_bytes -= len(buffered)
+                skip_back = 1
             else:
-                lo = mid + 1
-        end = lo
-        produced, (buf, flags) = self._decode_prefix(dec_flags, fed, end)
+                skip_bytes -= skip_back
+                skip_back *= 2
+        if skip_bytes <= 0:
+            skip_bytes = 0
+            decoder.setstate((b'', dec_flags))
+        if to_skip == 0:
+            return _pack_cookie(start, flags)
+        # a byte at a time, each safe point on the way the new start
+        if skip_bytes == 0:
+            decoder.setstate((b'', flags))
+        fed_since = 0
+        decoded = 0
         need_eof = False
-        if produced < chars:
-            need_eof = True          # only the end of the file gives them
-        elif produced == chars and not buf:
-            return _pack_cookie(position + end, flags)
-        # start at the last point before it where the decoder holds nothing,
-        # feed the bytes from there, and skip what is already taken
-        start = end
-        while start > 0:
-            start -= 1
-            n, (buf, flags) = self._decode_prefix(dec_flags, fed, start)
-            if not buf and n <= chars:
-                return _pack_cookie(position + start, flags, end - start, need_eof,
-                                    chars - n)
-        return _pack_cookie(position, dec_flags, end, need_eof, chars)
+        for i in range(skip_bytes, len(fed)):
+            decoded += len(decoder.decode(fed[i:i + 1]))
+            fed_since += 1
+            buffered, state_flags = decoder.getstate()
+            if not buffered and decoded <= to_skip:
+                start += fed_since
+                to_skip -= decoded
+                flags = state_flags
+                fed_since = 0
+                decoded = 0
+            if decoded >= to_skip:
+                break
+        else:
+            decoded += len(decoder.decode(b'', True))
+            need_eof = True
+            if decoded < to_skip:
+                raise OSError("can't reconstruct logical file position")
+        return _pack_cookie(start, flags, fed_since, need_eof, to_skip)
 
     async def seek(self, cookie, whence=0):
         """Go to a position tell() gave (whence 0), or to the start of the
@@ -374,11 +432,14 @@ class AsyncTextFile:
         position, dec_flags, bytes_to_feed, need_eof, chars_to_skip = _unpack_cookie(cookie)
         await self.buffer.seek(position)
         self._drop_decoded()
-        if cookie == 0 and self._decoder is not None:
-            self._decoder.reset()
-        elif self._decoder is not None or dec_flags or chars_to_skip:
-            self._get_decoder().setstate((b'', dec_flags))
-            self._snapshot = (dec_flags, b'')
+        if self._decoder is not None:
+            # (at the start, reset(): a utf-16 decoder's first state
+            # expects a BOM, which (b'', 0) would not)
+            if cookie == 0:
+                self._decoder.reset()
+            else:
+                self._decoder.setstate((b'', dec_flags))
+                self._snapshot = (dec_flags, b'')
         if chars_to_skip:
             data = await self.buffer.read(bytes_to_feed)
             self._decoded = self._decoder.decode(data, need_eof)
