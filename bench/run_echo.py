@@ -41,7 +41,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # allocates a large read buffer per receive maps and unmaps it each time
 # (rloop 0.5: 37k req/s on protocol/1024, 108k with these), and the
 # comparison would measure malloc, not the loop.
-MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(16 << 20), "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
+MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(16 << 20), "MALLOC_MMAP_THRESHOLD_": str(4 << 20)}
 SERVER_ENV = dict(os.environ, **MALLOC_ENV)
 # --malloc shipped: each loop as installed (uringloop tunes glibc's malloc
 # itself at import, the others run with glibc's defaults)

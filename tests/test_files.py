@@ -736,3 +736,101 @@ def test_concurrent_preads_of_one_file(any_loop, tmp_path):
             results = await asyncio.gather(*(f.pread(4096, o) for o in offsets))
             return all(r == content[o:o + 4096] for r, o in zip(results, offsets))
     assert run(any_loop, main())
+
+
+# ---- sendfile without the copy ------------------------------------------------------
+
+@pytest.mark.parametrize('offset,count', [(0, None), (12345, 3 << 20), (5 << 20, None),
+                                          (0, 1), (8 << 20, None)])
+def test_sock_sendfile_splices_the_file_without_a_user_copy(uloop, tmp_path, offset, count):
+    import socket
+    content = os.urandom(8 << 20)
+    path = tmp_path / 'f'
+    path.write_bytes(content)
+    expected = content[offset:offset + count if count else None]
+
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        loop = asyncio.get_running_loop()
+
+        async def receive():
+            got = bytearray()
+            while True:
+                data = await loop.sock_recv(b, 1 << 20)
+                if not data:
+                    return bytes(got)
+                got += data
+        receiver = asyncio.ensure_future(receive())
+        with open(path, 'rb') as f:
+            sent = await loop.sock_sendfile(a, f, offset, count)
+            position = f.tell()
+        a.close()
+        got = await receiver
+        b.close()
+        return sent, position, got
+    before = uloop.stats()
+    sent, position, got = run(uloop, main())
+    assert got == expected
+    assert sent == len(expected)
+    assert position == offset + len(expected) or not expected
+    after = uloop.stats()
+    assert after['sendfile_spliced'] - before['sendfile_spliced'] == len(expected)
+    assert after['sendfile_copied'] == before['sendfile_copied']
+
+
+def test_a_cancelled_sendfile_leaves_no_request_and_no_pipe(uloop, tmp_path):
+    import socket
+    path = tmp_path / 'f'
+    path.write_bytes(os.urandom(32 << 20))
+    before = set(os.listdir('/proc/self/fd'))
+    in_flight = uloop.stats()['ops_in_flight']      # (the loop's own wake-up read)
+
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        loop = asyncio.get_running_loop()
+        with open(path, 'rb') as f:
+            for spins in range(6):
+                task = asyncio.ensure_future(loop.sock_sendfile(a, f))
+                for _ in range(spins):
+                    await asyncio.sleep(0)
+                task.cancel()       # the peer never reads: the socket fills
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+        await asyncio.sleep(0.01)
+        a.close()
+        b.close()
+    run(uloop, main())
+    assert uloop.stats()['ops_in_flight'] == in_flight
+    assert set(os.listdir('/proc/self/fd')) <= before
+
+
+def test_aiohttp_file_response_is_spliced(uloop, tmp_path):
+    aiohttp = pytest.importorskip('aiohttp')
+    from aiohttp import web
+    content = os.urandom((16 << 20) + 123)
+    path = tmp_path / 'static.bin'
+    path.write_bytes(content)
+
+    async def static(request):
+        return web.FileResponse(path)
+
+    async def main():
+        app = web.Application()
+        app.router.add_get('/f', static)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, '127.0.0.1', 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f'http://127.0.0.1:{port}/f') as r:
+                    return await r.read()
+        finally:
+            await runner.cleanup()
+    assert run(uloop, main()) == content
+    assert uloop.stats()['sendfile_spliced'] == len(content)
+    assert uloop.stats()['sendfile_copied'] == 0

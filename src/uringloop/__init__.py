@@ -28,7 +28,7 @@ from .core import AsyncioStreamTransport as StreamTransport
 from .core import AsyncioDatagramTransport as DatagramTransport
 # Files on the ring (files.py); open and stat stay out of __all__ so that
 # `from uringloop import *` does not hide the builtin open().
-from .files import open, stat, AsyncFile, AsyncTextFile
+from .files import open as open, stat as stat, AsyncFile, AsyncTextFile
 
 __all__ = ("run", "new_event_loop", "loop_factory", "install", "EventLoopPolicy", "Loop",
            "RingUnavailableError", "features", "SOL_URINGLOOP", "SO_ZEROCOPY",

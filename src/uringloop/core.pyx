@@ -336,9 +336,12 @@ cdef tune_malloc():
     and the next allocation faults the pages in again: measured on the
     100 KiB echo benchmark, 20 page faults and ~0.6 brk() per request, the
     server at a third of its speed.  So, once per process: trim only beyond
-    16 MiB, and mmap only allocations above 1 MiB.  Skipped when the user set
-    MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ or
-    URINGLOOP_TUNE_MALLOC=0.
+    16 MiB, and mmap only allocations above 4 MiB.  (Each allocation glibc
+    mmaps is fresh pages, faulted in as the kernel fills them: a 1 MiB file
+    read into a new bytes object spent 790 us of system time in faults with
+    the threshold at 1 MiB, 240 us at 4 MiB, bench/run_files.py seq1m.)
+    Skipped when the user set MALLOC_TRIM_THRESHOLD_ /
+    MALLOC_MMAP_THRESHOLD_ or URINGLOOP_TUNE_MALLOC=0.
     """
     global malloc_tuned
     if malloc_tuned:
@@ -349,7 +352,7 @@ cdef tune_malloc():
             or "MALLOC_TRIM_THRESHOLD_" in env or "MALLOC_MMAP_THRESHOLD_" in env):
         return
     mallopt(M_TRIM_THRESHOLD, 16 * 1024 * 1024)
-    mallopt(M_MMAP_THRESHOLD, 1024 * 1024)
+    mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024)
 
 
 cdef object setup_error(int res):
@@ -1157,7 +1160,8 @@ cdef class RingLoop:
         operations the kernel may still complete; transports: transports
         this loop made that are not yet collected (closed or not);
         sq_entries/cq_entries: ring sizes; setup_flags: the IORING_SETUP_*
-        flags in force.
+        flags in force; sendfile_spliced / sendfile_copied: bytes sendfile
+        moved without passing through user space, and through a buffer.
         """
         return {
             'enter_calls': self.ring.r.enter_calls,
@@ -1170,6 +1174,8 @@ cdef class RingLoop:
             'sq_entries': self.ring.r.sq_entries,
             'cq_entries': self.ring.r.cq_entries,
             'setup_flags': self.ring.r.setup_flags,
+            'sendfile_spliced': self.sendfile_spliced,
+            'sendfile_copied': self.sendfile_copied,
             'buffer_pool': (self.buffer_pool.stats() if self.buffer_pool is not None
                             else None),
         }

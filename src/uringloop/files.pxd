@@ -4,7 +4,7 @@
 cdef class FileRequests:
     cdef readonly Py_ssize_t in_flight
     cdef object idle_waiter          # a future resolved when in_flight is 0
-    cdef int orphan_fd               # closed when in_flight reaches 0 (-1: none)
+    cdef list orphan_fds             # closed when in_flight reaches 0
     cdef int started(self) except -1
     cdef int ended(self) except -1
 

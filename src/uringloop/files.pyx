@@ -30,7 +30,7 @@ cdef class FileRequests:
     """The requests of one file the kernel may still be working on."""
 
     def __cinit__(self):
-        self.orphan_fd = -1
+        self.orphan_fds = []
 
     cdef int started(self) except -1:
         self.in_flight += 1
@@ -39,9 +39,8 @@ cdef class FileRequests:
     cdef int ended(self) except -1:
         self.in_flight -= 1
         if self.in_flight == 0:
-            if self.orphan_fd >= 0:
-                fd, self.orphan_fd = self.orphan_fd, -1
-                os.close(fd)
+            while self.orphan_fds:
+                os.close(self.orphan_fds.pop())
             if self.idle_waiter is not None:
                 waiter, self.idle_waiter = self.idle_waiter, None
                 if not waiter.done():
@@ -72,7 +71,7 @@ cdef class FileRequests:
         if self.in_flight == 0:
             os.close(fd)
         else:
-            self.orphan_fd = fd
+            self.orphan_fds.append(fd)
 
 
 cdef class FileRequest(Operation):

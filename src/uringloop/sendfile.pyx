@@ -23,8 +23,10 @@ async def _sendfile_native(self, transp, file, offset, count):
 
 
 async def _sock_sendfile_native(self, sock, file, offset, count):
-    # READ from the file and SEND to the socket, both through the ring,
-    # through one reused buffer: no thread, no blocking call.
+    # SPLICE the file's pages into a pipe and from the pipe into the socket,
+    # both on the ring: no byte passes through user space (what os.sendfile
+    # does inside the kernel).  A file the kernel cannot splice from falls
+    # back to READ and SEND through one reused buffer.
     try:
         fileno = file.fileno()
     except (AttributeError, io.UnsupportedOperation):
@@ -38,26 +40,89 @@ async def _sock_sendfile_native(self, sock, file, offset, count):
     remaining = count if count else max(st.st_size - offset, 0)
     if remaining == 0:
         return 0
+    progress = [0]
+    try:
+        try:
+            await sendfile_spliced(self, sock, fileno, offset, remaining, progress)
+        except SpliceRefused:
+            await sendfile_copied(self, sock, fileno, offset, remaining, progress)
+        return progress[0]
+    finally:
+        if progress[0] > 0:
+            file.seek(offset + progress[0])
+
+
+cdef extern from "<fcntl.h>":
+    int F_SETPIPE_SZ, F_GETPIPE_SZ
+
+
+class SpliceRefused(Exception):
+    """The kernel cannot splice from this file (before any byte was sent)."""
+
+
+# A pipe holds 64 KiB by default; a larger one moves more per request (the
+# kernel allows an unprivileged process up to fs.pipe-max-size, 1 MiB).
+SPLICE_PIPE_SIZE = 1 << 20
+
+
+async def sendfile_spliced(RingLoop self, sock, int fileno, int64_t offset,
+                           int64_t remaining, list progress):
+    cdef int sock_fd = sock.fileno()
+    cdef int64_t chunk, moved, n, m
+    r, w = os.pipe2(os.O_CLOEXEC)
+    requests = FileRequests()
+    try:
+        chunk = fcntl(w, F_SETPIPE_SZ, <int>SPLICE_PIPE_SIZE)
+        if chunk <= 0:
+            chunk = fcntl(w, F_GETPIPE_SZ)
+        if chunk <= 0:
+            chunk = 65536
+        while remaining > 0:
+            try:
+                n = await file_splice(self, fileno, offset + progress[0], w, -1,
+                                      min(remaining, chunk), requests)
+            except OSError as exc:
+                if exc.errno == EINVAL and progress[0] == 0:
+                    raise SpliceRefused() from None
+                raise
+            if n == 0:
+                break                   # the file ended sooner
+            moved = 0
+            while moved < n:
+                try:
+                    m = await file_splice(self, r, -1, sock_fd, -1, n - moved, requests)
+                except BlockingIOError:
+                    await fd_ready(self, sock_fd, POLLOUT)
+                    continue
+                moved += m
+                progress[0] += m
+                self.sendfile_spliced += m
+            remaining -= n
+    finally:
+        # (a request cancelled with its caller may still name the pipe)
+        requests.close_when_idle(r)
+        requests.close_when_idle(w)
+
+
+async def sendfile_copied(RingLoop self, sock, int fileno, int64_t offset,
+                          int64_t remaining, list progress):
     buf = bytearray(min(remaining, 256 * 1024))
     view = memoryview(buf)
-    total = 0
     try:
         while remaining > 0:
             n = await file_readinto(self, fileno, view[:min(remaining, len(buf))],
-                                   offset + total)
+                                    offset + progress[0])
             if n == 0:
                 break
-            progress = [0]
+            sent = [0]
             try:
-                await sendall_counted(self, sock, view[:n], progress)
+                await sendall_counted(self, sock, view[:n], sent)
             finally:
-                total += progress[0]
+                progress[0] += sent[0]
+                self.sendfile_copied += sent[0]
             remaining -= n
-        return total
     finally:
         view.release()
-        if total > 0:
-            file.seek(offset + total)
 
 
 import io
