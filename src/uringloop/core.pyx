@@ -1160,7 +1160,7 @@ cdef class RingLoop:
         operations the kernel may still complete; transports: transports
         this loop made that are not yet collected (closed or not);
         sq_entries/cq_entries: ring sizes; setup_flags: the IORING_SETUP_*
-        flags in force; sendfile_spliced / sendfile_copied: bytes sendfile
+        flags in force; sendfile_zero_copy / sendfile_copied: bytes sendfile
         moved without passing through user space, and through a buffer.
         """
         return {
@@ -1174,7 +1174,7 @@ cdef class RingLoop:
             'sq_entries': self.ring.r.sq_entries,
             'cq_entries': self.ring.r.cq_entries,
             'setup_flags': self.ring.r.setup_flags,
-            'sendfile_spliced': self.sendfile_spliced,
+            'sendfile_zero_copy': self.sendfile_zero_copy,
             'sendfile_copied': self.sendfile_copied,
             'buffer_pool': (self.buffer_pool.stats() if self.buffer_pool is not None
                             else None),

@@ -23,10 +23,15 @@ async def _sendfile_native(self, transp, file, offset, count):
 
 
 async def _sock_sendfile_native(self, sock, file, offset, count):
-    # SPLICE the file's pages into a pipe and from the pipe into the socket,
-    # both on the ring: no byte passes through user space (what os.sendfile
-    # does inside the kernel).  A file the kernel cannot splice from falls
-    # back to READ and SEND through one reused buffer.
+    # The file's pages go to the socket without passing through user space.
+    # By default with sendfile(2) on the loop's thread whenever the socket
+    # has room (the stdlib's way), waiting for room with a POLL_ADD on the
+    # ring; with URINGLOOP_SENDFILE=splice, by SPLICE on the ring, file to
+    # pipe to socket, which never blocks the loop on a file that is not in
+    # the page cache but costs more CPU per byte (two ring round trips per
+    # pipe's worth, each in an io-wq worker: docs/files.md has the
+    # measurements).  A file the kernel cannot splice from falls back to
+    # READ and SEND through one reused buffer.
     try:
         fileno = file.fileno()
     except (AttributeError, io.UnsupportedOperation):
@@ -43,7 +48,10 @@ async def _sock_sendfile_native(self, sock, file, offset, count):
     progress = [0]
     try:
         try:
-            await sendfile_spliced(self, sock, fileno, offset, remaining, progress)
+            if SENDFILE_SPLICE:
+                await sendfile_spliced(self, sock, fileno, offset, remaining, progress)
+            else:
+                await sendfile_direct(self, sock, fileno, offset, remaining, progress)
         except SpliceRefused:
             await sendfile_copied(self, sock, fileno, offset, remaining, progress)
         return progress[0]
@@ -57,7 +65,8 @@ cdef extern from "<fcntl.h>":
 
 
 class SpliceRefused(Exception):
-    """The kernel cannot splice from this file (before any byte was sent)."""
+    """The kernel cannot splice from this file (before any byte was sent:
+    sendfile(2) splices too)."""
 
 
 # A pipe holds 64 KiB by default; a larger one moves more per request (the
@@ -96,12 +105,36 @@ async def sendfile_spliced(RingLoop self, sock, int fileno, int64_t offset,
                     continue
                 moved += m
                 progress[0] += m
-                self.sendfile_spliced += m
+                self.sendfile_zero_copy += m
             remaining -= n
     finally:
         # (a request cancelled with its caller may still name the pipe)
         requests.close_when_idle(r)
         requests.close_when_idle(w)
+
+
+SENDFILE_SPLICE = os.environ.get('URINGLOOP_SENDFILE', '') == 'splice'
+
+
+async def sendfile_direct(RingLoop self, sock, int fileno, int64_t offset,
+                          int64_t remaining, list progress):
+    cdef int sock_fd = sock.fileno()
+    cdef int64_t n
+    while remaining > 0:
+        try:
+            n = os.sendfile(sock_fd, fileno, offset + progress[0], min(remaining, 1 << 30))
+        except BlockingIOError:
+            await fd_ready(self, sock_fd, POLLOUT)
+            continue
+        except OSError as exc:
+            if exc.errno == EINVAL and progress[0] == 0:
+                raise SpliceRefused() from None
+            raise
+        if n == 0:
+            break
+        progress[0] += n
+        remaining -= n
+        self.sendfile_zero_copy += n
 
 
 async def sendfile_copied(RingLoop self, sock, int fileno, int64_t offset,
