@@ -39,8 +39,17 @@ import os
 import stat as _stat
 import warnings
 import weakref
+from collections.abc import Callable, Coroutine, Generator, Iterable
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar, Union, overload
 
 from . import core
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer as ReadableBuffer, Buffer as WriteableBuffer
+else:
+    ReadableBuffer = WriteableBuffer = Any
+
+_F = TypeVar('_F')
 
 __all__ = ['open', 'stat', 'AsyncFile', 'AsyncTextFile']
 
@@ -282,29 +291,58 @@ def _text_encoding(encoding):
     return encoding
 
 
-class _Opening:
+class _Opening(Generic[_F]):
     """What open() returns: await it for the file, or use it in
     `async with`, which closes the file at the end."""
 
     __slots__ = ('_coro', '_file')
 
-    def __init__(self, coro):
+    def __init__(self, coro: Coroutine[Any, Any, _F]) -> None:
         self._coro = coro
-        self._file = None
+        self._file: _F | None = None
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, _F]:
         return self._coro.__await__()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> _F:
         self._file = await self._coro
         return self._file
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._file is not None
         await self._file.close()
 
 
-def open(file, mode='r', buffering=-1, encoding=None, errors=None,
-         newline=None, closefd=True, opener=None, *, loop=None):
+_TextMode = Literal['r', 'w', 'a', 'x', 'r+', 'w+', 'a+', 'x+', 'rt', 'wt', 'at', 'xt',
+                    'r+t', 'w+t', 'a+t', 'x+t', 'rt+', 'wt+', 'at+', 'xt+']
+_BinaryMode = Literal['rb', 'wb', 'ab', 'xb', 'r+b', 'w+b', 'a+b', 'x+b', 'rb+', 'wb+',
+                      'ab+', 'xb+', 'br', 'bw', 'ba', 'bx']
+_File = Union[str, bytes, 'os.PathLike[str]', 'os.PathLike[bytes]', int]
+_Opener = Callable[[Any, int], int]
+
+
+@overload
+def open(file: _File, mode: _TextMode = 'r', buffering: int = -1,
+         encoding: str | None = None, errors: str | None = None,
+         newline: str | None = None, closefd: bool = True,
+         opener: _Opener | None = None, *,
+         loop: asyncio.AbstractEventLoop | None = None) -> _Opening['AsyncTextFile']: ...
+@overload
+def open(file: _File, mode: _BinaryMode, buffering: int = -1,
+         encoding: None = None, errors: None = None, newline: None = None,
+         closefd: bool = True, opener: _Opener | None = None, *,
+         loop: asyncio.AbstractEventLoop | None = None) -> _Opening['AsyncFile']: ...
+@overload
+def open(file: _File, mode: str, buffering: int = -1, encoding: str | None = None,
+         errors: str | None = None, newline: str | None = None, closefd: bool = True,
+         opener: _Opener | None = None, *,
+         loop: asyncio.AbstractEventLoop | None = None) -> _Opening[Any]: ...
+
+
+def open(file: Any, mode: str = 'r', buffering: int = -1, encoding: str | None = None,
+         errors: str | None = None, newline: str | None = None, closefd: bool = True,
+         opener: _Opener | None = None, *,
+         loop: asyncio.AbstractEventLoop | None = None) -> _Opening[Any]:
     """Open file as the builtin open() does, for async use: returns an
     awaitable of an AsyncFile (binary modes) or AsyncTextFile (text modes),
     also usable as `async with uringloop.open(...) as f:`.
@@ -401,7 +439,8 @@ def _seekable(fd, st):
     return True
 
 
-async def stat(path, *, dir_fd=None, follow_symlinks=True, loop=None):
+async def stat(path: _File, *, dir_fd: int | None = None, follow_symlinks: bool = True,
+               loop: asyncio.AbstractEventLoop | None = None) -> os.stat_result:
     """os.stat(path, dir_fd=..., follow_symlinks=...) as a coroutine: STATX
     on a uringloop loop's ring, a thread elsewhere.  Raises what os.stat()
     raises."""
@@ -467,30 +506,30 @@ class AsyncFile:
     # -- the builtin's attributes and checks
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._closed
 
     @property
-    def raw(self):
+    def raw(self) -> 'AsyncFile':
         return self
 
-    def fileno(self):
+    def fileno(self) -> int:
         self._check_open()
         return self._fd
 
-    def readable(self):
+    def readable(self) -> bool:
         self._check_open()
         return self._readable
 
-    def writable(self):
+    def writable(self) -> bool:
         self._check_open()
         return self._writable
 
-    def seekable(self):
+    def seekable(self) -> bool:
         self._check_open()
         return self._seekable
 
-    def isatty(self):
+    def isatty(self) -> bool:
         self._check_open()
         return os.isatty(self._fd)
 
@@ -654,7 +693,7 @@ class AsyncFile:
 
     # -- reading
 
-    async def read(self, size=-1):
+    async def read(self, size: int | None = -1) -> bytes:
         """Up to size bytes (all to the end when size is -1 or None)."""
         size = _size(size)
         self._check_readable()
@@ -758,7 +797,7 @@ class AsyncFile:
         self._pos = start + got
         return b''.join(parts)
 
-    async def read1(self, size=-1):
+    async def read1(self, size: int | None = -1) -> bytes:
         """At most one read of the file: what is buffered, or one read."""
         size = _size(size)
         self._check_readable('read1')
@@ -781,7 +820,7 @@ class AsyncFile:
         finally:
             self._end_turn()
 
-    async def peek(self, size=0):
+    async def peek(self, size: int = 0) -> bytes:
         """Buffered bytes from the position on, without moving it (one read
         when none are buffered)."""
         self._check_readable('peek')
@@ -794,7 +833,7 @@ class AsyncFile:
         finally:
             self._end_turn()
 
-    async def readinto(self, buffer):
+    async def readinto(self, buffer: WriteableBuffer) -> int:
         """Read into a writable bytes-like object: the count."""
         self._check_readable('readinto')
         view = memoryview(buffer)
@@ -870,12 +909,12 @@ class AsyncFile:
         self._pos = start + written
         return written
 
-    async def readinto1(self, buffer):
+    async def readinto1(self, buffer: WriteableBuffer) -> int:
         data = await self.read1(len(memoryview(buffer).cast('B')))
         memoryview(buffer).cast('B')[:len(data)] = data
         return len(data)
 
-    async def readline(self, size=-1):
+    async def readline(self, size: int | None = -1) -> bytes:
         """One line, with its b'\\n' (up to size bytes)."""
         size = _size(size)
         if size == 0:
@@ -910,7 +949,7 @@ class AsyncFile:
         self._pos += n
         return self._take(n)
 
-    async def readlines(self, hint=-1):
+    async def readlines(self, hint: int | None = -1) -> list[bytes]:
         hint = _size(hint)
         self._check_open('readlines')
         lines = []
@@ -925,11 +964,11 @@ class AsyncFile:
                 break
         return lines
 
-    def __aiter__(self):
+    def __aiter__(self) -> 'AsyncFile':
         self._check_open('iterate')
         return self
 
-    async def __anext__(self):
+    async def __anext__(self) -> bytes:
         line = await self.readline()
         if not line:
             raise StopAsyncIteration
@@ -937,7 +976,7 @@ class AsyncFile:
 
     # -- positional reads and writes
 
-    async def pread(self, size, offset):
+    async def pread(self, size: int, offset: int) -> bytes:
         """os.pread(): up to size bytes at offset, the position unmoved
         (unflushed writes are flushed first).  Runs beside other calls."""
         self._check_readable()
@@ -951,7 +990,7 @@ class AsyncFile:
             return b''
         return await self._io.read(self._fd, size, offset, self._positional)
 
-    async def pwrite(self, data, offset):
+    async def pwrite(self, data: ReadableBuffer, offset: int) -> int:
         """os.pwrite(): write data at offset, the position unmoved; the
         count (all of data unless the disk is full)."""
         self._check_writable()
@@ -971,7 +1010,7 @@ class AsyncFile:
 
     # -- writing
 
-    async def write(self, data):
+    async def write(self, data: ReadableBuffer) -> int:
         """Buffer data (writing the buffer out when full): len(data)."""
         self._check_writable()
         if isinstance(data, str):
@@ -994,7 +1033,7 @@ class AsyncFile:
         finally:
             self._end_turn()
 
-    async def writelines(self, lines):
+    async def writelines(self, lines: Iterable[ReadableBuffer]) -> None:
         for line in lines:
             await self.write(line)
 
@@ -1035,7 +1074,7 @@ class AsyncFile:
         else:
             self._pos += n
 
-    async def flush(self):
+    async def flush(self) -> None:
         """Write out what write() buffered."""
         self._check_open('flush')
         await self._turn()
@@ -1060,7 +1099,7 @@ class AsyncFile:
 
     # -- position
 
-    async def seek(self, offset, whence=os.SEEK_SET):
+    async def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         """Move the position (whence as os.lseek: SET, CUR, END, DATA,
         HOLE): the new position."""
         offset = _index(offset)
@@ -1095,7 +1134,7 @@ class AsyncFile:
         finally:
             self._end_turn()
 
-    async def tell(self):
+    async def tell(self) -> int:
         """The position (once a write cancelled earlier has ended)."""
         self._check_open()
         if not self._seekable:
@@ -1104,7 +1143,7 @@ class AsyncFile:
         self._end_turn()
         return self._pos
 
-    async def truncate(self, size=None):
+    async def truncate(self, size: int | None = None) -> int:
         """Cut (or extend) the file to size bytes (the position's, by
         default); the position stays.  The new size."""
         self._check_writable('truncate')
@@ -1125,24 +1164,24 @@ class AsyncFile:
 
     # -- durability and metadata
 
-    async def fsync(self):
+    async def fsync(self) -> None:
         """Flush, then os.fsync() the file."""
         await self.flush()
         await self._io.fsync(self._fd, False, self._positional)
 
-    async def datasync(self):
+    async def datasync(self) -> None:
         """Flush, then os.fdatasync() the file."""
         await self.flush()
         await self._io.fsync(self._fd, True, self._positional)
 
-    async def stat(self):
+    async def stat(self) -> os.stat_result:
         """os.fstat() of the file (written data flushed first)."""
         await self.flush()
         return await self._io.fstat(self._fd, self._positional)
 
     # -- closing
 
-    async def close(self):
+    async def close(self) -> None:
         """Flush, wait for (or cancel, for reads) what the kernel holds,
         then close the file (with closefd).  Closing twice does nothing."""
         if self._closed or self._closing:
@@ -1207,14 +1246,14 @@ class AsyncFile:
             if self._closefd:
                 self._counts.close_when_idle(fd)
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> 'AsyncFile':
         self._check_open('enter')
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def detach(self):
+    def detach(self) -> NoReturn:
         raise io.UnsupportedOperation('detach')
 
 

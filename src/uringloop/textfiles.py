@@ -18,6 +18,11 @@ from __future__ import annotations
 import codecs
 import io
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .files import AsyncFile
 
 _CHUNK = 8192
 
@@ -44,7 +49,8 @@ class AsyncTextFile:
     """A text file (open() in a text mode): the builtin TextIOWrapper's
     surface with every I/O method a coroutine.  `buffer` is its AsyncFile."""
 
-    def __init__(self, buffer, mode, encoding, errors, newline, line_buffering):
+    def __init__(self, buffer: 'AsyncFile', mode: str, encoding: str, errors: str | None,
+                 newline: str | None, line_buffering: bool) -> None:
         if errors is None:
             errors = 'strict'
         self.buffer = buffer
@@ -72,30 +78,47 @@ class AsyncTextFile:
 
     # -- attributes
 
-    name = property(lambda self: self.buffer.name)
-    closed = property(lambda self: self.buffer.closed)
-    encoding = property(lambda self: self._encoding)
-    errors = property(lambda self: self._errors)
-    line_buffering = property(lambda self: self._line_buffering)
-    write_through = property(lambda self: False)
+    @property
+    def name(self) -> Any:
+        return self.buffer.name
 
     @property
-    def newlines(self):
+    def closed(self) -> bool:
+        return self.buffer.closed
+
+    @property
+    def encoding(self) -> str:
+        return self._encoding
+
+    @property
+    def errors(self) -> str:
+        return self._errors
+
+    @property
+    def line_buffering(self) -> bool:
+        return self._line_buffering
+
+    @property
+    def write_through(self) -> bool:
+        return False
+
+    @property
+    def newlines(self) -> str | tuple[str, ...] | None:
         return getattr(self._decoder, 'newlines', None)
 
-    def fileno(self):
+    def fileno(self) -> int:
         return self.buffer.fileno()
 
-    def readable(self):
+    def readable(self) -> bool:
         return self.buffer.readable()
 
-    def writable(self):
+    def writable(self) -> bool:
         return self.buffer.writable()
 
-    def seekable(self):
+    def seekable(self) -> bool:
         return self.buffer.seekable()
 
-    def isatty(self):
+    def isatty(self) -> bool:
         return self.buffer.isatty()
 
     def __repr__(self):
@@ -178,7 +201,7 @@ class AsyncTextFile:
         self._used += len(text)
         return text
 
-    async def read(self, size=-1):
+    async def read(self, size: int | None = -1) -> str:
         """Up to size characters (all to the end when size is -1 or None)."""
         self._check_open()
         size = _size(size)
@@ -200,7 +223,7 @@ class AsyncTextFile:
         self._settle()
         return text
 
-    async def readline(self, size=-1):
+    async def readline(self, size: int | None = -1) -> str:
         """One line with its ending, as the newline argument defines lines
         (up to size characters)."""
         self._check_open()
@@ -255,7 +278,7 @@ class AsyncTextFile:
         i = text.find(self._readnl, start)
         return i + len(self._readnl) if i >= 0 else -1
 
-    async def readlines(self, hint=-1):
+    async def readlines(self, hint: int | None = -1) -> list[str]:
         hint = _size(hint)
         lines = []
         total = 0
@@ -269,11 +292,11 @@ class AsyncTextFile:
                 break
         return lines
 
-    def __aiter__(self):
+    def __aiter__(self) -> 'AsyncTextFile':
         self._check_open()
         return self
 
-    async def __anext__(self):
+    async def __anext__(self) -> str:
         line = await self.readline()
         if not line:
             raise StopAsyncIteration
@@ -281,7 +304,7 @@ class AsyncTextFile:
 
     # -- writing
 
-    async def write(self, s):
+    async def write(self, s: str) -> int:
         """Encode and buffer s ('\\n' translated as newline says): len(s)."""
         self._check_open()
         if not isinstance(s, str):
@@ -302,15 +325,15 @@ class AsyncTextFile:
                 self._decoder.reset()
         return length
 
-    async def writelines(self, lines):
+    async def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             await self.write(line)
 
-    async def flush(self):
+    async def flush(self) -> None:
         self._check_open()
         await self.buffer.flush()
 
-    async def close(self):
+    async def close(self) -> None:
         if self.buffer.closed:
             return
         try:
@@ -318,16 +341,16 @@ class AsyncTextFile:
         finally:
             await self.buffer.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> 'AsyncTextFile':
         self._check_open()
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # -- position
 
-    async def tell(self):
+    async def tell(self) -> int:
         """An opaque number for seek(): the builtin's cookie."""
         self._check_open()
         if not self.buffer._seekable:
@@ -402,7 +425,7 @@ class AsyncTextFile:
                 raise OSError("can't reconstruct logical file position")
         return _pack_cookie(start, flags, fed_since, need_eof, to_skip)
 
-    async def seek(self, cookie, whence=0):
+    async def seek(self, cookie: int, whence: int = 0) -> int:
         """Go to a position tell() gave (whence 0), or to the start of the
         file's end (seek(0, 2)) or stay (seek(0, 1)): the new cookie."""
         self._check_open()
@@ -458,7 +481,7 @@ class AsyncTextFile:
             else:
                 encoder.setstate(0)
 
-    async def truncate(self, pos=None):
+    async def truncate(self, pos: int | None = None) -> int:
         await self.flush()
         if pos is None:
             pos = await self.tell()
@@ -466,13 +489,13 @@ class AsyncTextFile:
 
     # -- durability and metadata (as the binary file's)
 
-    async def fsync(self):
+    async def fsync(self) -> None:
         await self.buffer.fsync()
 
-    async def datasync(self):
+    async def datasync(self) -> None:
         await self.buffer.datasync()
 
-    async def stat(self):
+    async def stat(self) -> os.stat_result:
         return await self.buffer.stat()
 
 

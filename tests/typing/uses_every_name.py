@@ -1,13 +1,14 @@
 """Every public name of uringloop, used as a typed program would: checked
 with mypy --strict by tests/test_typing.py (never run)."""
 import asyncio
+import os
 import socket
 from typing import Any
 
 import uringloop
 import uringloop.gunicorn
-from uringloop import (DatagramTransport, EventLoopPolicy, Loop, RefillQueue,
-                       RegisteredBuffer, RingUnavailableError, StreamTransport,
+from uringloop import (AsyncFile, AsyncTextFile, DatagramTransport, EventLoopPolicy, Loop,
+                       RefillQueue, RegisteredBuffer, RingUnavailableError, StreamTransport,
                        ZeroCopyFuture, ZeroCopyPiece, ZeroCopyReceive, ZeroCopyResult)
 
 
@@ -83,6 +84,27 @@ async def main() -> int:
                                         uringloop.ZC_NEVER, uringloop.SO_ZEROCOPY)
     server.close()
     return area_id + offset
+
+
+async def files() -> None:
+    async with uringloop.open("data.txt", encoding="utf-8", newline="") as text:
+        line: str = await text.readline()
+        lines: list[str] = [x async for x in text]
+        cookie: int = await text.tell()
+        await text.seek(cookie)
+        written: int = await text.write(line)
+    binary: AsyncFile = await uringloop.open("data.bin", "r+b")
+    head: bytes = await binary.read(10)
+    at: bytes = await binary.pread(4096, 1 << 32)
+    count: int = await binary.pwrite(b"x", 0) + await binary.readinto(bytearray(8))
+    await binary.fsync()
+    info: os.stat_result = await binary.stat()
+    await binary.close()
+    other: AsyncTextFile = await uringloop.open(3, "w", closefd=False)
+    await other.close()
+    anything: Any = await uringloop.open("data", input("mode? "))
+    size: int = (await uringloop.stat("data.txt", follow_symlinks=False)).st_size
+    del lines, written, head, at, count, info, anything, size
 
 
 def run_it() -> None:
