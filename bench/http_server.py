@@ -1,7 +1,9 @@
 """Hello-world HTTP server for the HTTP benchmark, on a chosen loop: an
-aiohttp app, or a raw asyncio.Protocol with the httptools parser.
+aiohttp app, or a raw asyncio.Protocol with the httptools parser.  With
+--static DIR, the aiohttp app also serves DIR's files at /static/<name>
+with web.FileResponse (bench/run_static.py).
 
-    python3 bench/http_server.py --loop uringloop [--app aiohttp|raw]
+    python3 bench/http_server.py --loop uringloop [--app aiohttp|raw] [--static DIR]
 Prints "READY <port>"; exits on SIGTERM.
 """
 import argparse
@@ -54,9 +56,13 @@ async def main_raw():
     server.close()
 
 
-async def main():
+async def main(static=None):
     app = web.Application()
     app.router.add_get("/", hello)
+    if static:
+        async def serve_file(request):
+            return web.FileResponse(f"{static}/{request.match_info['name']}")
+        app.router.add_get("/static/{name}", serve_file)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -73,6 +79,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--loop", default="uringloop")
     parser.add_argument("--app", default="aiohttp", choices=["aiohttp", "raw"])
+    parser.add_argument("--static")
     args = parser.parse_args()
     with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
-        runner.run(main() if args.app == "aiohttp" else main_raw())
+        runner.run(main(args.static) if args.app == "aiohttp" else main_raw())

@@ -29,6 +29,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_echo import save_results  # noqa: E402
+
 SIZE = 256 << 20
 CANDIDATES = ["uringloop", "uringloop-on-asyncio", "aiofiles-on-uvloop",
               "aiofiles-on-asyncio", "anyio-on-uvloop", "anyio-on-asyncio"]
@@ -198,10 +201,8 @@ def main():
                 print(f"round {r + 1} {workload}x{readers:<3} {candidate:22} "
                       f"{cell['ops_s']:9.0f} ops/s  {cell['user_us']:8.1f} user "
                       f"{cell['sys_us']:8.1f} sys us/op", flush=True)
-    print()
-    print("| cell | candidate | ops/s | CPU us/op, user / system | ops/s vs "
-          f"{REFERENCE} | CPU/op vs {REFERENCE} |")
-    print("|---|---|---|---|---|---|")
+    lines = ["| cell | candidate | ops/s | CPU us/op, user / system | ops/s vs "
+             f"{REFERENCE} | CPU/op vs {REFERENCE} |", "|---|---|---|---|---|---|"]
     for workload, readers in cells:
         ref = results.get((workload, readers, REFERENCE))
         for candidate in candidates:
@@ -217,8 +218,13 @@ def main():
                 ratios = f"{rate:.2f}x | {cpu:.2f}x"
             else:
                 ratios = "- | -"
-            print(f"| {workload} x{readers} | {candidate} | {ops:.0f} | {user:.1f} / {sys_:.1f} "
-                  f"| {ratios} |")
+            lines.append(f"| {workload} x{readers} | {candidate} | {ops:.0f} | "
+                         f"{user:.1f} / {sys_:.1f} | {ratios} |")
+    print()
+    runs = {f"{w}/x{n}/{c}": cells for (w, n, c), cells in results.items()}
+    median = {key: {m: statistics.median(x[m] for x in cells) for m in cells[0]}
+              for key, cells in runs.items()}
+    save_results("files", args, runs, median, "\n".join(lines))
 
 
 if __name__ == "__main__":
