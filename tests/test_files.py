@@ -43,9 +43,9 @@ def run(loop, coro):
 # ---- random sequences of calls ------------------------------------------------
 
 binary_calls = st.one_of(
-    st.tuples(st.just('read'), st.sampled_from([-1, 0, 1, 2, 7, 100, 5000, 20000, None])),
-    st.tuples(st.just('read1'), st.sampled_from([-1, 0, 1, 3, 100, 9000])),
-    st.tuples(st.just('readline'), st.sampled_from([-1, 0, 1, 5, 50])),
+    st.tuples(st.just('read'), st.sampled_from([-5, -1, 0, 1, 2, 7, 100, 5000, 20000, None])),
+    st.tuples(st.just('read1'), st.sampled_from([-5, -1, 0, 1, 3, 100, 9000])),
+    st.tuples(st.just('readline'), st.sampled_from([-5, -1, 0, 1, 5, 50])),
     st.tuples(st.just('readinto'), st.sampled_from([0, 1, 10, 5000, 20000])),
     st.tuples(st.just('seek'), st.integers(-3, 30000), st.sampled_from([0, 1, 2])),
     st.tuples(st.just('tell')),
@@ -58,8 +58,8 @@ binary_calls = st.one_of(
 
 text_chars = st.sampled_from(['a', 'b', '\n', '\r', '\r\n', 'é', '€', '𝄞', 'x' * 50])
 text_calls = st.one_of(
-    st.tuples(st.just('read'), st.sampled_from([-1, 0, 1, 2, 7, 100, 9000])),
-    st.tuples(st.just('readline'), st.sampled_from([-1, 0, 1, 5, 50])),
+    st.tuples(st.just('read'), st.sampled_from([-5, -1, 0, 1, 2, 7, 100, 9000])),
+    st.tuples(st.just('readline'), st.sampled_from([-5, -1, 0, 1, 5, 50])),
     st.tuples(st.just('tell')),
     st.tuples(st.just('seek_told')),           # back to a position tell() gave
     st.tuples(st.just('seek'), st.sampled_from([0]), st.sampled_from([0, 1, 2])),

@@ -39,7 +39,7 @@ import os
 import stat as _stat
 import warnings
 import weakref
-from collections.abc import Callable, Coroutine, Generator, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar, Union, overload
 
 from . import core
@@ -50,6 +50,7 @@ else:
     ReadableBuffer = WriteableBuffer = Any
 
 _F = TypeVar('_F')
+_L = TypeVar('_L', bytes, str)
 
 __all__ = ['open', 'stat', 'AsyncFile', 'AsyncTextFile']
 
@@ -695,8 +696,8 @@ class AsyncFile:
 
     async def read(self, size: int | None = -1) -> bytes:
         """Up to size bytes (all to the end when size is -1 or None)."""
-        size = _size(size)
         self._check_readable()
+        size = _size(size, strict=not self._raw)
         await self._turn()
         try:
             await self._flush_unlocked()
@@ -952,17 +953,7 @@ class AsyncFile:
     async def readlines(self, hint: int | None = -1) -> list[bytes]:
         hint = _size(hint)
         self._check_open('readlines')
-        lines = []
-        total = 0
-        while True:
-            line = await self.readline()
-            if not line:
-                break
-            lines.append(line)
-            total += len(line)
-            if 0 < hint <= total:
-                break
-        return lines
+        return await read_lines(self.readline, hint)
 
     def __aiter__(self) -> 'AsyncFile':
         self._check_open('iterate')
@@ -1244,7 +1235,7 @@ class AsyncFile:
             pass
         finally:
             if self._closefd:
-                self._counts.close_when_idle(fd)
+                core.close_when_idle(self._counts, fd)
 
     async def __aenter__(self) -> 'AsyncFile':
         self._check_open('enter')
@@ -1270,7 +1261,24 @@ def _being_cancelled():
     return task is not None and task.cancelling() > 0
 
 
-def _size(size):
+async def read_lines(readline: Callable[[], Awaitable[_L]], hint: int) -> list[_L]:
+    """readlines(): lines until the end, or until they hold hint or more."""
+    lines = []
+    total = 0
+    while True:
+        line = await readline()
+        if not line:
+            return lines
+        lines.append(line)
+        total += len(line)     # type: ignore[arg-type]
+        if 0 < hint <= total:
+            return lines
+
+
+def _size(size, strict=False):
+    """A size argument: an int, -1 for None; any negative one means -1,
+    except to a buffered read() (strict), which refuses it, as the
+    builtin's does."""
     if size is None:
         return -1
     try:
@@ -1279,7 +1287,9 @@ def _size(size):
         raise TypeError(f"argument should be integer or None, not "
                         f"'{type(size).__name__}'") from None
     if size < -1:
-        raise ValueError("read length must be non-negative or -1")
+        if strict:
+            raise ValueError("read length must be non-negative or -1")
+        return -1
     return size
 
 

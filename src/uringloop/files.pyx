@@ -52,6 +52,8 @@ cdef class FileRequests:
         self.started()
 
     def _ended(self):
+        if self.in_flight <= 0:
+            raise RuntimeError("no request of this file is in flight")
         self.ended()
 
     def wait_idle(self, loop):
@@ -65,13 +67,6 @@ cdef class FileRequests:
             self.idle_waiter = loop.create_future()
         return self.idle_waiter
 
-    def close_when_idle(self, int fd):
-        """Close fd now, or at the final CQE of the last request that may
-        name it (a file collected with requests in flight)."""
-        if self.in_flight == 0:
-            os.close(fd)
-        else:
-            self.orphan_fds.append(fd)
 
 
 cdef class FileRequest(Operation):
@@ -127,17 +122,19 @@ cdef class FileOpen(FileRequest):
 
 
 cdef extern from "Python.h":
+    # (raw pointers, not Cython's objects: the bytes a READ fills is ours
+    # alone until the completion hands it on, so it can be resized)
     PyObject *new_bytes "PyBytes_FromStringAndSize"(const char *s, Py_ssize_t n)
-    int _PyBytes_Resize(PyObject **b, Py_ssize_t n)
+    int resize_bytes "_PyBytes_Resize"(PyObject **b, Py_ssize_t n)
     char *bytes_data "PyBytes_AS_STRING"(PyObject *b)
-    void Py_XDECREF(PyObject *o)
+    void drop_ref "Py_XDECREF"(PyObject *o)
 
 
 @cython.final
 cdef class FileRead(FileRequest):
 
     def __dealloc__(self):
-        Py_XDECREF(self.data)
+        drop_ref(self.data)
         self.data = NULL
 
     cdef int arm(self) except -1:
@@ -146,7 +143,7 @@ cdef class FileRead(FileRequest):
         return 0
 
     cdef int release(self) except -1:
-        Py_XDECREF(self.data)
+        drop_ref(self.data)
         self.data = NULL
         return 0
 
@@ -156,7 +153,7 @@ cdef class FileRead(FileRequest):
             return self.fail(res)
         if res != self.size:
             # (ours alone: a new object nobody else has seen; size > 0)
-            if _PyBytes_Resize(&self.data, res) < 0:
+            if resize_bytes(&self.data, res) < 0:
                 self.data = NULL
                 raise MemoryError()
         result = <object>self.data
@@ -303,6 +300,15 @@ cdef bytes fs_path(object path):
     if b'\0' in raw:
         raise ValueError("embedded null byte")
     return raw
+
+
+def close_when_idle(FileRequests requests, int fd):
+    """Close fd now, or at the final CQE of the last of `requests` that may
+    name it (a file collected with requests in flight)."""
+    if requests.in_flight == 0:
+        os.close(fd)
+    else:
+        requests.orphan_fds.append(fd)
 
 
 def file_open(RingLoop loop, path, int flags, unsigned mode=0o666, int dir_fd=AT_FDCWD):

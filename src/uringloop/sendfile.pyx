@@ -109,8 +109,8 @@ async def sendfile_spliced(RingLoop self, sock, int fileno, int64_t offset,
             remaining -= n
     finally:
         # (a request cancelled with its caller may still name the pipe)
-        requests.close_when_idle(r)
-        requests.close_when_idle(w)
+        close_when_idle(requests, r)
+        close_when_idle(requests, w)
 
 
 SENDFILE_SPLICE = os.environ.get('URINGLOOP_SENDFILE', '') == 'splice'

@@ -21,6 +21,8 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .files import _size, read_lines
+
 if TYPE_CHECKING:
     from .files import AsyncFile
 
@@ -279,18 +281,7 @@ class AsyncTextFile:
         return i + len(self._readnl) if i >= 0 else -1
 
     async def readlines(self, hint: int | None = -1) -> list[str]:
-        hint = _size(hint)
-        lines = []
-        total = 0
-        while True:
-            line = await self.readline()
-            if not line:
-                break
-            lines.append(line)
-            total += len(line)
-            if 0 < hint <= total:
-                break
-        return lines
+        return await read_lines(self.readline, _size(hint))
 
     def __aiter__(self) -> 'AsyncTextFile':
         self._check_open()
@@ -497,13 +488,3 @@ class AsyncTextFile:
 
     async def stat(self) -> os.stat_result:
         return await self.buffer.stat()
-
-
-def _size(size):
-    if size is None:
-        return -1
-    try:
-        return size.__index__()
-    except AttributeError:
-        raise TypeError(f"argument should be integer or None, not "
-                        f"'{type(size).__name__}'") from None
