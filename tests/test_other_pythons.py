@@ -15,7 +15,7 @@ from conftest import run_tests_in
 
 FILES = ["tests/test_loop.py", "tests/test_sock_ops.py", "tests/test_transports.py",
          "tests/test_zerocopy.py", "tests/test_registered_buffers.py",
-         "tests/test_stress.py", "tests/test_cpython_asyncio.py"]
+         "tests/test_stress.py", "tests/test_cpython_asyncio.py", "tests/test_files.py"]
 
 
 def find_python(version):

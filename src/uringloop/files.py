@@ -37,6 +37,7 @@ import io
 import locale
 import os
 import stat as _stat
+import sys
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
@@ -58,6 +59,9 @@ _MAX_IO = 0x7ffff000          # the most one read(2)/write(2) moves
 _TEXT_CHUNK = 8192            # TextIOWrapper's chunk size
 _DEFAULT_BUFFER = io.DEFAULT_BUFFER_SIZE
 _NEWLINES = (None, '', '\n', '\r', '\r\n')
+# (3.12 on: a buffered file's read(None) where it cannot read is a
+# TypeError of its argument before the UnsupportedOperation)
+_NONE_IS_NO_SIZE = sys.version_info >= (3, 12)
 
 
 # ---- requests: on the ring, or in a thread -----------------------------------
@@ -696,6 +700,8 @@ class AsyncFile:
 
     async def read(self, size: int | None = -1) -> bytes:
         """Up to size bytes (all to the end when size is -1 or None)."""
+        if size is None and not self._readable and not self._raw and _NONE_IS_NO_SIZE:
+            raise TypeError("'NoneType' object cannot be interpreted as an integer")
         self._check_readable()
         size = _size(size, strict=not self._raw)
         await self._turn()
