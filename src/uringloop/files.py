@@ -595,6 +595,13 @@ class AsyncFile:
         self._check_open()
         self._busy = True
 
+    def _take_turn(self):
+        """The turn at once, when it is free (no coroutine to await)."""
+        if self._busy or self._counts.in_flight:
+            return False
+        self._busy = True
+        return True
+
     def _end_turn(self):
         self._busy = False
         self._wake_next()
@@ -704,9 +711,11 @@ class AsyncFile:
             raise TypeError("'NoneType' object cannot be interpreted as an integer")
         self._check_readable()
         size = _size(size, strict=not self._raw)
-        await self._turn()
+        if not self._take_turn():
+            await self._turn()
         try:
-            await self._flush_unlocked()
+            if self._wbuf:
+                await self._flush_unlocked()
             if size < 0:
                 return await self._read_all()
             if size == 0:
@@ -808,9 +817,11 @@ class AsyncFile:
         """At most one read of the file: what is buffered, or one read."""
         size = _size(size)
         self._check_readable('read1')
-        await self._turn()
+        if not self._take_turn():
+            await self._turn()
         try:
-            await self._flush_unlocked()
+            if self._wbuf:
+                await self._flush_unlocked()
             if size == 0:
                 return b''
             avail = self._rbuf_avail()
@@ -831,9 +842,11 @@ class AsyncFile:
         """Buffered bytes from the position on, without moving it (one read
         when none are buffered)."""
         self._check_readable('peek')
-        await self._turn()
+        if not self._take_turn():
+            await self._turn()
         try:
-            await self._flush_unlocked()
+            if self._wbuf:
+                await self._flush_unlocked()
             if not self._rbuf_avail():
                 await self._fill()
             return self._rbuf[self._roff:]
@@ -848,9 +861,11 @@ class AsyncFile:
             raise TypeError(f"readinto() argument must be read-write bytes-like "
                             f"object, not {type(buffer).__name__}")
         view = view.cast('B')
-        await self._turn()
+        if not self._take_turn():
+            await self._turn()
         try:
-            await self._flush_unlocked()
+            if self._wbuf:
+                await self._flush_unlocked()
             size = len(view)
             if size == 0:
                 return 0
@@ -929,9 +944,11 @@ class AsyncFile:
                 self._check_open('readline')
             return b''
         self._check_readable('readline')
-        await self._turn()
+        if not self._take_turn():
+            await self._turn()
         try:
-            await self._flush_unlocked()
+            if self._wbuf:
+                await self._flush_unlocked()
             return await self._readline_unlocked(size)
         finally:
             self._end_turn()
@@ -1014,7 +1031,8 @@ class AsyncFile:
             raise TypeError("a bytes-like object is required, not 'str'")
         view = memoryview(data).cast('B')
         size = len(view)
-        await self._turn()
+        if not self._take_turn():
+            await self._turn()
         try:
             self._drop_read_ahead()
             if self._raw:
@@ -1025,7 +1043,8 @@ class AsyncFile:
             self._wbuf += view
             self._pos += size
             if len(self._wbuf) >= self._buffer_size:
-                await self._flush_unlocked()
+                if self._wbuf:
+                    await self._flush_unlocked()
             return size
         finally:
             self._end_turn()
@@ -1074,9 +1093,11 @@ class AsyncFile:
     async def flush(self) -> None:
         """Write out what write() buffered."""
         self._check_open('flush')
-        await self._turn()
+        if not self._take_turn():
+            await self._turn()
         try:
-            await self._flush_unlocked()
+            if self._wbuf:
+                await self._flush_unlocked()
         finally:
             self._end_turn()
 
@@ -1106,9 +1127,11 @@ class AsyncFile:
             raise ValueError(f"whence value {whence} unsupported")
         if not self._seekable:
             raise OSError(errno.ESPIPE, os.strerror(errno.ESPIPE))
-        await self._turn()
+        if not self._take_turn():
+            await self._turn()
         try:
-            await self._flush_unlocked()
+            if self._wbuf:
+                await self._flush_unlocked()
             if whence == os.SEEK_SET:
                 if offset < 0:
                     raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
@@ -1136,7 +1159,8 @@ class AsyncFile:
         self._check_open()
         if not self._seekable:
             raise OSError(errno.ESPIPE, os.strerror(errno.ESPIPE))
-        await self._turn()
+        if not self._take_turn():
+            await self._turn()
         self._end_turn()
         return self._pos
 
@@ -1146,9 +1170,11 @@ class AsyncFile:
         self._check_writable('truncate')
         if size is not None:
             size = _index(size)
-        await self._turn()
+        if not self._take_turn():
+            await self._turn()
         try:
-            await self._flush_unlocked()
+            if self._wbuf:
+                await self._flush_unlocked()
             if size is None:
                 size = self._pos
             if size < 0:
