@@ -844,3 +844,26 @@ def test_aiohttp_file_response_moves_the_file_without_a_user_copy(uloop, tmp_pat
     assert run(uloop, main()) == content
     assert uloop.stats()['sendfile_zero_copy'] == len(content)
     assert uloop.stats()['sendfile_copied'] == 0
+
+
+def test_a_text_read_after_a_write_reads_on_from_the_write(any_loop, tmp_path):
+    # CPython 3.11's C TextIOWrapper holds written text back from its
+    # buffer, so a read right after a write in a '+' mode reads the bytes
+    # from before it and the write lands after them: 'abc', write('x'),
+    # read(1) gives 'a' and leaves 'abcx'.  _pyio, the same rules in
+    # Python, and uringloop read 'b' and leave 'xbc'.
+    import _pyio
+    path = tmp_path / 'f'
+    path.write_bytes(b'abc')
+    with _pyio.open(path, 'r+') as ref:
+        ref.write('x')
+        expected = ref.read(1)
+    assert (expected, path.read_bytes()) == ('b', b'xbc')
+    path.write_bytes(b'abc')
+
+    async def main():
+        async with uringloop.open(path, 'r+') as f:
+            await f.write('x')
+            return await f.read(1)
+    assert run(any_loop, main()) == expected
+    assert path.read_bytes() == b'xbc'
