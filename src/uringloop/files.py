@@ -56,7 +56,6 @@ _L = TypeVar('_L', bytes, str)
 __all__ = ['open', 'stat', 'AsyncFile', 'AsyncTextFile']
 
 _MAX_IO = 0x7ffff000          # the most one read(2)/write(2) moves
-_TEXT_CHUNK = 8192            # TextIOWrapper's chunk size
 _DEFAULT_BUFFER = io.DEFAULT_BUFFER_SIZE
 _NEWLINES = (None, '', '\n', '\r', '\r\n')
 # (3.12 on: a buffered file's read(None) where it cannot read is a
@@ -184,7 +183,7 @@ class _ThreadRequests:
         return fut
 
     def open(self, path, flags, mode):
-        return self._call(None, _close_fd, os.open, path, flags, mode)
+        return self._call(None, os.close, os.open, path, flags, mode)
 
     def read(self, fd, size, offset, requests, orphan=None):
         return self._call(requests, orphan, _read_at, fd, min(size, _MAX_IO), offset)
@@ -222,10 +221,6 @@ class _ThreadRequests:
         add(fd, ready)
         fut.add_done_callback(lambda _: remove(fd))
         return fut
-
-
-def _close_fd(fd):
-    os.close(fd)
 
 
 def _stat_at(path, dir_fd, follow_symlinks):
@@ -635,8 +630,7 @@ class AsyncFile:
                 if (not self._seekable and fut.done() and not fut.cancelled()
                         and fut.exception() is None):
                     self._keep(fut.result())
-                if self._closing and fut.cancelled() and not _being_cancelled():
-                    raise ValueError("I/O operation on closed file.") from None
+                self._check_closed_under(fut)
                 raise
             finally:
                 self._reading = None
@@ -660,8 +654,7 @@ class AsyncFile:
             try:
                 await fut
             except asyncio.CancelledError:
-                if self._closing and fut.cancelled() and not _being_cancelled():
-                    raise ValueError("I/O operation on closed file.") from None
+                self._check_closed_under(fut)
                 raise
             finally:
                 self._reading = None
@@ -669,6 +662,12 @@ class AsyncFile:
                 return os.read(self._fd, min(size, _MAX_IO))
             except BlockingIOError:
                 continue
+
+    def _check_closed_under(self, fut):
+        """A read's wait ended cancelled: if close() cancelled it, not the
+        caller's task, the caller gets the closed file's ValueError."""
+        if self._closing and fut.cancelled() and not _being_cancelled():
+            raise ValueError("I/O operation on closed file.") from None
 
     def _keep(self, data):
         """Bytes of a pipe's read that nobody took: the next read's."""
@@ -932,8 +931,9 @@ class AsyncFile:
         return written
 
     async def readinto1(self, buffer: WriteableBuffer) -> int:
-        data = await self.read1(len(memoryview(buffer).cast('B')))
-        memoryview(buffer).cast('B')[:len(data)] = data
+        view = memoryview(buffer).cast('B')
+        data = await self.read1(len(view))
+        view[:len(data)] = data
         return len(data)
 
     async def readline(self, size: int | None = -1) -> bytes:
@@ -1043,8 +1043,7 @@ class AsyncFile:
             self._wbuf += view
             self._pos += size
             if len(self._wbuf) >= self._buffer_size:
-                if self._wbuf:
-                    await self._flush_unlocked()
+                await self._flush_unlocked()
             return size
         finally:
             self._end_turn()
@@ -1244,9 +1243,8 @@ class AsyncFile:
         self._closed = True
         fd, self._fd = self._fd, -1
         try:
-            if self._wbuf and fd >= 0:
-                _pwrite_all(fd, self._wbuf, self._pos - len(self._wbuf),
-                            self._appending or not self._seekable)
+            if fd >= 0:
+                self._write_out_now(fd)
         finally:
             if self._closefd and fd >= 0:
                 os.close(fd)
@@ -1260,14 +1258,26 @@ class AsyncFile:
         if fd < 0:
             return
         try:
-            if (self._wbuf and not self._counts.in_flight):
-                _pwrite_all(fd, self._wbuf, self._pos - len(self._wbuf),
-                            self._appending or not self._seekable)
+            if not self._counts.in_flight:
+                self._write_out_now(fd)
         except OSError:
             pass
         finally:
             if self._closefd:
                 core.close_when_idle(self._counts, fd)
+
+    def _write_out_now(self, fd):
+        """What write() buffered, written at once with plain system calls
+        (the loop closes, or the file is collected): where a flush would
+        have written it."""
+        offset = self._write_offset(self._pos - len(self._wbuf))
+        done = 0
+        with memoryview(self._wbuf) as view:
+            while done < len(view):
+                if offset < 0:
+                    done += os.write(fd, view[done:])
+                else:
+                    done += os.pwrite(fd, view[done:], offset + done)
 
     async def __aenter__(self) -> 'AsyncFile':
         self._check_open('enter')
@@ -1280,12 +1290,6 @@ class AsyncFile:
         raise io.UnsupportedOperation('detach')
 
 
-def _pwrite_all(fd, data, offset, at_position):
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view) if at_position else os.pwrite(fd, view, offset)
-        view = view[n:]
-        offset += n
 
 
 def _being_cancelled():

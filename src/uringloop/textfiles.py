@@ -239,7 +239,7 @@ class AsyncTextFile:
                 # (the builtin's order, which a tell() afterwards shows)
                 eof = not await self._read_chunk()
             text, used = self._decoded, self._used
-            end = self._line_end(text, used + scanned, eof)
+            end = self._line_end(text, used + scanned)
             if end >= 0:
                 n = end - used
                 break
@@ -261,7 +261,7 @@ class AsyncTextFile:
             self._settle()
         return line
 
-    def _line_end(self, text, start, eof):
+    def _line_end(self, text, start):
         """The index just past the first line ending at or after start, or
         -1 when there is none yet."""
         if self._readtranslate:
