@@ -12,6 +12,7 @@ import pytest
 import uringloop
 
 MIB = 1024 * 1024
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)    # Linux's number
 
 
 def payload(size, seed=7):
@@ -213,3 +214,127 @@ def test_large_reads_into_a_stream_reader_are_byte_exact():
         server.close()
         await server.wait_closed()
     uringloop.run(asyncio.wait_for(main(), 60))
+
+
+# ---- direct reads keep one multishot POLL: what a report does not repeat ----
+# A multishot POLL reports wakeups, not levels: data or a FIN that came
+# before a report and is left unread is never reported again.  These are
+# the places where that would lose the end of a stream or hang it.
+
+async def go_direct(loop, proto, client):
+    """Move the connection to direct reads (one large message)."""
+    first = payload(256 * 1024, seed=17)
+    await send_all(loop, client, first)
+    while len(proto.data) < len(first):
+        await asyncio.sleep(0.001)
+    return first
+
+
+@pytest.mark.parametrize("size", [1, 4095, 65536, 65537, 300 * 1024, 2 * MIB + 3])
+def test_a_fin_right_behind_the_data_is_seen_in_direct_reads(any_loop, size):
+    """The peer's last bytes and its FIN in one go, twenty times: each
+    connection sees all its bytes, then eof_received(), then
+    connection_lost(None) -- as on the selector loop."""
+    loop = any_loop
+
+    async def main():
+        outcomes = []
+        for i in range(20):
+            server, proto, client = await sink_pair(loop)
+            first = await go_direct(loop, proto, client) if size else b""
+            last = payload(size, seed=i + 5)
+            client.setblocking(True)
+            client.sendall(last)
+            client.shutdown(socket.SHUT_WR)
+            await asyncio.wait_for(proto.lost, 10)
+            outcomes.append((bytes(proto.data) == first + last, proto.events))
+            client.close()
+            server.close()
+            await server.wait_closed()
+        return outcomes
+    for exact, events in loop.run_until_complete(main()):
+        assert exact
+        assert [e if isinstance(e, str) else e[0] for e in events] == ["made", "eof", "lost"]
+
+
+def test_more_than_one_report_can_read_is_read_without_another_wakeup():
+    """A direct reader reads at most 8 x 256 KiB per report, then lets the
+    other connections run.  With more than that already in the socket and
+    the peer silent, no wakeup will come: the reader must come back for the
+    rest by itself."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        server, proto, client = await sink_pair(loop)
+        first = await go_direct(loop, proto, client)
+        sock = proto.transport.get_extra_info("socket")
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 * MIB)
+        except PermissionError:
+            pytest.skip("SO_RCVBUFFORCE needs CAP_NET_ADMIN")
+        proto.transport.pause_reading()
+        burst = payload(5 * MIB, seed=23)
+        client.setblocking(True)
+        client.settimeout(10)
+        client.sendall(burst)          # all of it fits in the receive buffer
+        client.setblocking(False)
+        await asyncio.sleep(0.05)
+        assert len(proto.data) == len(first)
+        proto.transport.resume_reading()
+        # the peer sends nothing more and does not close
+        await asyncio.wait_for(_until(lambda: len(proto.data) >= len(first) + len(burst)), 10)
+        assert bytes(proto.data) == first + burst
+        assert reading(proto)["armed"]
+        client.close()
+        await proto.lost
+        server.close()
+        await server.wait_closed()
+    uringloop.run(asyncio.wait_for(main(), 60))
+
+
+async def _until(predicate):
+    while not predicate():
+        await asyncio.sleep(0.002)
+
+
+def test_a_half_closed_direct_reader_is_not_left_armed():
+    """eof_received() returning True keeps the transport open for writing;
+    the reader's POLL ends with the stream (the socket stays readable for
+    good: a POLL left armed would hold the transport's fd), and the reply
+    still goes out."""
+    class HalfClose(Sink):
+        def eof_received(self):
+            super().eof_received()
+            self.transport.write(b"bye" * 4000)
+            return True
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        accepted = loop.create_future()
+
+        def factory():
+            proto = HalfClose()
+            accepted.set_result(proto)
+            return proto
+        server = await loop.create_server(factory, "127.0.0.1", 0)
+        client = socket.create_connection(server.sockets[0].getsockname())
+        client.setblocking(False)
+        proto = await accepted
+        await go_direct(loop, proto, client)
+        assert reading(proto)["mode"] == "direct"
+        client.shutdown(socket.SHUT_WR)
+        await _until(lambda: len(proto.events) == 2)
+        reply = b""
+        while len(reply) < 12000:
+            reply += await loop.sock_recv(client, 65536)
+        assert reply == b"bye" * 4000
+        await _until(lambda: not reading(proto)["armed"])
+        await asyncio.sleep(0.05)
+        assert not reading(proto)["armed"]
+        assert not proto.lost.done()
+        proto.transport.close()
+        await proto.lost
+        assert await loop.sock_recv(client, 10) == b""
+        client.close()
+        server.close()
+        await server.wait_closed()
+    uringloop.run(asyncio.wait_for(main(), 30))

@@ -155,6 +155,8 @@ cdef extern from "ring/ring.h" nogil:
     void ul_prep_recvmsg_multishot(io_uring_sqe *sqe, int fd, msghdr *msg, int flags,
                                    unsigned short buf_group)
     void ul_prep_poll_add(io_uring_sqe *sqe, int fd, unsigned mask)
+    void ul_prep_poll_multishot(io_uring_sqe *sqe, int fd, unsigned mask)
+    unsigned UL_POLLRDHUP
     void ul_prep_cancel(io_uring_sqe *sqe, uint64_t target, int flags)
     void ul_prep_openat(io_uring_sqe *sqe, int dfd, const char *path, int flags, unsigned mode)
     void ul_prep_close(io_uring_sqe *sqe, int fd)

@@ -340,6 +340,18 @@ static inline void ul_prep_poll_add(struct io_uring_sqe *sqe, int fd, unsigned m
     sqe->poll32_events = mask;   /* little-endian hosts only (x86_64, arm64) */
 }
 
+/* A POLL_ADD that stays armed (IORING_POLL_ADD_MULTI, 5.13): a completion
+ * with IORING_CQE_F_MORE for each wakeup after the mask it reported was
+ * taken, the events in res. */
+static inline void ul_prep_poll_multishot(struct io_uring_sqe *sqe, int fd, unsigned mask)
+{
+    ul_prep_poll_add(sqe, fd, mask);
+    sqe->len = IORING_POLL_ADD_MULTI;
+}
+
+/* poll.h defines POLLRDHUP only with _GNU_SOURCE */
+#define UL_POLLRDHUP 0x2000
+
 
 /* A relative timeout of ts whose expiry (res -ETIME) counts as success, so
  * a request linked behind it runs once it expires: a delay

@@ -106,7 +106,7 @@ cdef class RingReader(StreamReader):
 cdef class DirectReader(StreamReader):
     cdef unsigned small_reads        # reads under DIRECT_SMALL in a row
 
-    cdef int read_now(self) except -1
+    cdef int read_now(self, unsigned events) except -1
 
 
 cdef class BufferedReader(StreamReader):

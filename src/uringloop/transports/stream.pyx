@@ -13,8 +13,8 @@
 # bytes object for data_received() and the buffer goes straight back to the
 # ring.  That copy is cheap for small reads and costs what the data weighs
 # for large ones, so a connection whose reads are large (a completion of
-# DIRECT_FROM bytes or more) switches to direct reads: a POLL reports
-# readiness and each read is a recv(2) into a fresh bytes object,
+# DIRECT_FROM bytes or more) switches to direct reads: a multishot POLL
+# reports readiness and each read is a recv(2) into a fresh bytes object,
 # which data_received() gets as it is -- the kernel's copy is the only one,
 # no buffer is parked while the connection idles, and what is not read stays
 # in the socket (TCP throttles the peer).  DIRECT_BACK_AFTER small reads in
@@ -943,7 +943,8 @@ cdef object stream_extra_info(StreamTransport tr, object name, object default):
         # how this transport receives (see the header of stream.pyx)
         return {'mode': READ_MODE_NAMES[tr.reader.mode], 'received_bytes': tr.bytes_received,
                 'direct_bytes': tr.direct_bytes,
-                'direct_switches': tr.direct_switches}
+                'direct_switches': tr.direct_switches,
+                'armed': tr.reader.in_flight}
     if name == 'writing':
         return {'direct_sends': tr.direct_sends,
                 'queued_bytes': tr.write_buffer_size}

@@ -18,7 +18,7 @@
 #
 #   RingReader      multishot RECV, buffers picked by the kernel from the
 #                   loop's provided-buffer ring, each read copied into bytes
-#   DirectReader    single-shot POLL for readability, then recv(2) into a
+#   DirectReader    multishot POLL for readability, then recv(2) into a
 #                   fresh bytes object: the kernel's copy is the only one
 #   BufferedReader  single-shot RECV into the memory a BufferedProtocol's
 #                   get_buffer() returned
@@ -101,40 +101,54 @@ cdef class RingReader(StreamReader):
 
 @cython.final
 cdef class DirectReader(StreamReader):
-    """Single-shot POLL, armed again after each report: the kernel checks
-    readiness when it is armed, so data left in the socket (reading paused,
-    or more than one report's worth) is reported at the next enter.  A
-    multishot POLL, which reports wakeups, missed the FIN of a peer that
-    closed while the data before it was being read (a 16 MiB echo in
-    test_stream_echo_is_byte_exact hung)."""
+    """A multishot POLL for readability, armed once while reads are direct
+    (a single-shot POLL armed again after each report cost a request, its
+    SQE and its arming in the kernel per message).  It reports wakeups, not
+    levels (docs/design.md, fact 6): each completion is for a wakeup after
+    the events it carries were taken, and read_now() empties the socket.
+    What a report would not bring back is taken care of there: the peer's
+    FIN, which came before the report, is read past a short read; and
+    where reading stops with data possibly left (the per-wakeup limit,
+    reading paused, kept data waiting) the request is stopped -- its end
+    arms it again when reading is on, and a POLL checks readiness when
+    armed.  (Once, with a multishot POLL and no such rule, a 16 MiB echo in
+    test_stream_echo_is_byte_exact hung on a FIN that came while the data
+    before it was read.)"""
 
     cdef int arm(self) except -1:
-        ul_prep_poll_add(self.loop.sqe_for(self), self.transport.fd, POLLIN)
+        ul_prep_poll_multishot(self.loop.sqe_for(self), self.transport.fd,
+                               POLLIN | UL_POLLRDHUP)
         return 1
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef StreamTransport tr = self.transport
         try:
             if res > 0:
-                self.read_now()
+                self.read_now(<unsigned>res)
             elif res != -ECANCELED:
                 tr.read_failed(res)
         finally:
-            tr.reader_done()
+            if not (flags & IORING_CQE_F_MORE):
+                tr.reader_done()
         return 0
 
-    cdef int read_now(self) except -1:
+    cdef int read_now(self, unsigned events) except -1:
         """Read what the socket holds: each recv(2) into its own bytes
-        object, handed over as it is; at most DIRECT_READS_PER_WAKEUP full
-        reads, then the POLL armed again reports the rest, after the other
-        connections' turn."""
+        object, handed over as it is, until a short read (the socket is
+        empty, and what comes next is another wakeup) -- or, when `events`
+        has the peer's FIN or an error, until the recv(2) that reports it.
+        At most DIRECT_READS_PER_WAKEUP full reads: then the request is
+        stopped and armed again, and its report of the rest comes after
+        the other connections' turn."""
         cdef StreamTransport tr = self.transport
         cdef Py_ssize_t n = 0
+        cdef bint to_the_end = (events & (UL_POLLRDHUP | POLLHUP | POLLERR)) != 0
         cdef int i
         for i in range(DIRECT_READS_PER_WAKEUP):
-            if (tr.read_state != READ_ON or tr.kept is not None
-                    or tr.reader is not self or tr.next_reader is not None):
-                return 0            # paused, closed, ended or switched meanwhile
+            if tr.reader is not self or tr.next_reader is not None:
+                return 0            # switched: its stop is under way
+            if tr.read_state != READ_ON or tr.kept is not None:
+                return self.stop()  # paused, ended or closed meanwhile
             data = ul_recv_bytes(tr.fd, DIRECT_READ_SIZE, &n)
             if n > 0:
                 if n < DIRECT_SMALL:
@@ -146,15 +160,17 @@ cdef class DirectReader(StreamReader):
                     self.small_reads = 0
                 tr.direct_bytes += n
                 tr.received(data, n)
-                if n < DIRECT_READ_SIZE:
+                if n < DIRECT_READ_SIZE and not to_the_end:
                     return 0        # the socket is empty for now
             elif n == 0:
-                return tr.received_eof()
+                tr.received_eof()
+                return self.stop()
             elif n == -EAGAIN:
                 return 0
             else:
-                return tr.read_failed(<int32_t>n)
-        return 0
+                tr.read_failed(<int32_t>n)
+                return self.stop()
+        return self.stop()
 
 
 @cython.final
