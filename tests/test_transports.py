@@ -698,8 +698,8 @@ def test_a_bulk_write_leaves_in_requests_of_at_most_128_kib():
         tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname())
         # room for all of it at once, as a send buffer autotuned up has
         tr.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
-        # (16 KiB writes are queued: 32 KiB and more would go with send(2))
-        chunks = [os.urandom(16 * 1024) for _ in range(256)]
+        # (4 KiB writes are queued: 8 KiB and more would go with send(2))
+        chunks = [os.urandom(4 * 1024) for _ in range(1024)]
         for chunk in chunks:
             tr.write(chunk)
         while tr.get_write_buffer_size():
@@ -709,7 +709,7 @@ def test_a_bulk_write_leaves_in_requests_of_at_most_128_kib():
         await server_proto[0].done
         server.close()
         assert bytes(server_proto[0].data) == b"".join(chunks)
-        # 4 MiB in requests of 128 KiB (8 chunks) or less: 32 or more,
+        # 4 MiB in requests of 128 KiB (32 chunks) or less: 32 or more,
         # where a SENDMSG of 64 chunks made 4
         assert stats["ordinary_bytes"] == 4 << 20
         assert stats["ordinary_sends"] >= 32, stats

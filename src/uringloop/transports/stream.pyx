@@ -56,9 +56,12 @@
 # loop does; only what the socket does not take is queued for the ring.
 # For large writes the request, its completion and the queue cost more than
 # the system call: echo of 100 KiB, 10 connections, server CPU per request
-# 57.8 -> 50.6 us (3 interleaved rounds; with 8 KiB as the limit 48.6, but
-# 10 KiB messages then cost 13.2 instead of 12.2); small writes keep
-# leaving together, many per io_uring_enter.
+# 57.8 -> 50.6 us (3 interleaved rounds, with 32 KiB as the limit).  Since
+# direct reads keep one multishot POLL armed, 10 KiB writes gain too (the
+# limit 8 KiB instead of 32, 7 interleaved rounds: server CPU per request
+# 0.89x at 10 connections, 0.96x at 1000, user CPU 0.90x and 0.96x), where
+# 1 KiB writes did not (1.04x total, 1.26x user at 1000 connections): small
+# writes keep leaving together, many per io_uring_enter.
 # The send request (StreamSend; its 1 KiB iovec array is allocated at its
 # first SENDMSG) and the write queue (a deque: 0.7 KiB) are the loop's, lent
 # to a transport from the first write() until its queue is empty and no
@@ -87,7 +90,7 @@ cdef unsigned DIRECT_BACK_AFTER = 16
 cdef int DIRECT_READS_PER_WAKEUP = 8
 # Direct sends (see above): write() of this many bytes or more, with
 # nothing queued, tries send(2) at once.
-cdef Py_ssize_t DIRECT_SEND_FROM = 32 * 1024
+cdef Py_ssize_t DIRECT_SEND_FROM = 8 * 1024
 # One send request takes queued chunks up to this many bytes (and always
 # the head chunk whole).  A bulk sender kept 1 MiB queued, and one SENDMSG
 # of up to 64 chunks handed the socket megabytes at a time, which it
