@@ -338,3 +338,34 @@ def test_a_half_closed_direct_reader_is_not_left_armed():
         server.close()
         await server.wait_closed()
     uringloop.run(asyncio.wait_for(main(), 30))
+
+
+def test_direct_reads_of_messages_of_changing_sizes_are_exact():
+    """Direct reads size their buffer from the recent reads (read_now):
+    messages that grow past it, shrink below it and come in bursts arrive
+    whole and in order, and a run of equal messages is one
+    data_received() each."""
+    sizes = [10240] * 30 + [9000, 200_000, 8192, 1 << 20, 65536, 65537, 12000, 300_000]
+    sizes += [10240] * 30
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        server, proto, client = await sink_pair(loop)
+        sent = bytearray()
+        calls = []
+        for i, size in enumerate(sizes):
+            msg = payload(size, seed=i + 29)
+            sent += msg
+            before = proto.chunks
+            await send_all(loop, client, msg)
+            await _until(lambda: len(proto.data) >= len(sent))
+            calls.append(proto.chunks - before)
+        assert bytes(proto.data) == bytes(sent)
+        assert reading(proto)["mode"] == "direct"
+        client.close()
+        await proto.lost
+        server.close()
+        await server.wait_closed()
+        return calls
+    calls = uringloop.run(asyncio.wait_for(main(), 60))
+    assert calls[-20:] == [1] * 20, calls

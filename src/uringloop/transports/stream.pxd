@@ -105,6 +105,7 @@ cdef class RingReader(StreamReader):
 
 cdef class DirectReader(StreamReader):
     cdef unsigned small_reads        # reads under DIRECT_SMALL in a row
+    cdef Py_ssize_t read_size        # the next recv(2)'s size (read_now)
 
     cdef int read_now(self, unsigned events) except -1
 

@@ -84,6 +84,9 @@ LINGER_RESET = struct.pack('ii', 1, 0)
 # them; this many reads below DIRECT_SMALL in a row move it back; at most
 # this many full reads per readiness report.
 cdef Py_ssize_t DIRECT_READ_SIZE = 256 * 1024
+# ... and the room a read leaves past the last short one (read_now): less
+# than malloc's smallest block, so that no shrink splits one
+cdef Py_ssize_t DIRECT_READ_SLACK = 16
 cdef Py_ssize_t DIRECT_FROM = 8 * 1024
 cdef Py_ssize_t DIRECT_SMALL = 4 * 1024
 cdef unsigned DIRECT_BACK_AFTER = 16

@@ -139,9 +139,18 @@ cdef class DirectReader(StreamReader):
         has the peer's FIN or an error, until the recv(2) that reports it.
         At most DIRECT_READS_PER_WAKEUP full reads: then the request is
         stopped and armed again, and its report of the rest comes after
-        the other connections' turn."""
+        the other connections' turn.
+
+        Each read's bytes object is made the size of the largest recent
+        read and a little more (DIRECT_READ_SLACK), coming down from
+        DIRECT_READ_SIZE by an eighth a read at most: shrinking a 256 KiB
+        block to what came split it in malloc each time (the split, the
+        free of the rest and its sorting were a tenth of a 10 KiB echo's
+        user CPU), and messages of one connection are mostly alike.  A
+        read that fills it is followed by reads of DIRECT_READ_SIZE, and
+        they come down again."""
         cdef StreamTransport tr = self.transport
-        cdef Py_ssize_t n = 0
+        cdef Py_ssize_t n = 0, size
         cdef bint to_the_end = (events & (UL_POLLRDHUP | POLLHUP | POLLERR)) != 0
         cdef int i
         for i in range(DIRECT_READS_PER_WAKEUP):
@@ -149,7 +158,8 @@ cdef class DirectReader(StreamReader):
                 return 0            # switched: its stop is under way
             if tr.read_state != READ_ON or tr.kept is not None:
                 return self.stop()  # paused, ended or closed meanwhile
-            data = ul_recv_bytes(tr.fd, DIRECT_READ_SIZE, &n)
+            size = self.read_size if self.read_size else DIRECT_READ_SIZE
+            data = ul_recv_bytes(tr.fd, size, &n)
             if n > 0:
                 if n < DIRECT_SMALL:
                     self.small_reads += 1
@@ -159,8 +169,15 @@ cdef class DirectReader(StreamReader):
                 else:
                     self.small_reads = 0
                 tr.direct_bytes += n
+                if n < size:
+                    # down to the largest of the recent reads, an eighth a
+                    # read at most
+                    self.read_size = max(min(n + DIRECT_READ_SLACK, DIRECT_READ_SIZE),
+                                         size - (size >> 3))
+                else:
+                    self.read_size = DIRECT_READ_SIZE
                 tr.received(data, n)
-                if n < DIRECT_READ_SIZE and not to_the_end:
+                if n < size and not to_the_end:
                     return 0        # the socket is empty for now
             elif n == 0:
                 tr.received_eof()
