@@ -914,3 +914,58 @@ def test_what_resume_writing_writes_after_close_is_sent(any_loop):
     got, exc = loop.run_until_complete(main())
     assert exc is None
     assert got == b"x" * (4 << 20) + b"tail" * 100_000
+
+
+# ---- the socket object of an accepted connection ---------------------------
+
+@pytest.mark.parametrize("patched", [False, True])
+def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_loop, patched):
+    """The loop makes an accepted connection's socket.socket and closes it
+    without socket.py's Python frames (transports/base.pyx), taking the
+    same steps: the socket is of the stdlib's class with its attributes set,
+    and is closed (fileno() -1) once the connection is lost.  Where
+    socket.socket.close is patched, the patch is what closes it, as on the
+    selector loop."""
+    from unittest import mock
+    loop = any_loop
+    closed = []
+    real_close = socket.socket.close
+
+    def spy(self):
+        closed.append(self.fileno())
+        real_close(self)
+
+    async def main():
+        made = loop.create_future()
+
+        class P(asyncio.Protocol):
+            def connection_made(self, tr):
+                made.set_result(tr)
+
+            def connection_lost(self, exc):
+                pass
+        server = await loop.create_server(P, "127.0.0.1", 0)
+        client = socket.create_connection(server.sockets[0].getsockname())
+        tr = await made
+        sock = tr._sock if hasattr(tr, "_sock") else tr.get_extra_info("socket")._sock
+        facts = (type(sock) is socket.socket, sock.family, sock.type, sock.proto,
+                 sock._io_refs, sock._closed, os.get_blocking(sock.fileno()))
+        fd = sock.fileno()
+        tr.close()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        after = (sock.fileno(), sock._closed)
+        client.close()
+        server.close()
+        await server.wait_closed()
+        return facts, fd, after
+    if patched:
+        with mock.patch.object(socket.socket, "close", spy):
+            facts, fd, after = loop.run_until_complete(main())
+        assert fd in closed
+    else:
+        facts, fd, after = loop.run_until_complete(main())
+    # (its gettimeout() is None here and 0.0 there, the fd non-blocking in
+    # both: only get_extra_info('socket') shows it, whose gettimeout() is 0)
+    assert facts == (True, socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, 0, False, False)
+    assert after == (-1, True)

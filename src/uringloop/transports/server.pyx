@@ -156,7 +156,7 @@ cdef class ServerAccept(Operation):
 
     cdef int accepted(self, int fd) except -1:
         try:
-            conn = socket.socket(self.family, self.type, self.proto, fileno=fd)
+            conn = new_socket_object(self.family, self.type, self.proto, fd)
         except OSError:
             close(fd)
             raise
