@@ -90,7 +90,8 @@ def test_tight_memlock_is_reported():
 def test_a_setting_that_cannot_be_read_is_listed_as_the_cause():
     """A bad URINGLOOP_* variable makes Loop() raise ValueError; the report
     names the variable as the cause instead of ending in a traceback."""
-    for name, value in (("URINGLOOP_SPIN_US", "abc"), ("URINGLOOP_RING_ENTRIES", "bogus")):
+    for name, value in (("URINGLOOP_SPIN_US", "abc"), ("URINGLOOP_RING_ENTRIES", "bogus"),
+                        ("URINGLOOP_SENDFILE", "zerocopy")):
         r = diagnose(env={name: value})
         assert r.returncode == 1, r.stdout + r.stderr
         assert "Traceback" not in r.stderr, r.stderr

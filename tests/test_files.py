@@ -743,15 +743,18 @@ def test_concurrent_preads_of_one_file(any_loop, tmp_path):
 @pytest.fixture(params=['sendfile', 'splice'])
 def sendfile_method(request, monkeypatch):
     # sendfile(2) on the loop's thread (the default) or SPLICE on the ring
-    # (URINGLOOP_SENDFILE=splice): both move the file with no user copy
-    monkeypatch.setattr(uringloop.core, 'SENDFILE_SPLICE', request.param == 'splice')
+    # (URINGLOOP_SENDFILE=splice): both move the file with no user copy.
+    # Read when a loop is made: the tests ask for this fixture before uloop,
+    # and check that their loop took it (stats()['sendfile_method']).
+    monkeypatch.setenv('URINGLOOP_SENDFILE', request.param)
     return request.param
 
 
 @pytest.mark.parametrize('offset,count', [(0, None), (12345, 3 << 20), (5 << 20, None),
                                           (0, 1), (8 << 20, None)])
-def test_sock_sendfile_moves_the_file_without_a_user_copy(uloop, tmp_path, offset, count,
-                                                          sendfile_method):
+def test_sock_sendfile_moves_the_file_without_a_user_copy(sendfile_method, uloop, tmp_path,
+                                                          offset, count):
+    assert uloop.stats()['sendfile_method'] == sendfile_method
     import socket
     content = os.urandom(8 << 20)
     path = tmp_path / 'f'
@@ -789,7 +792,8 @@ def test_sock_sendfile_moves_the_file_without_a_user_copy(uloop, tmp_path, offse
     assert after['sendfile_copied'] == before['sendfile_copied']
 
 
-def test_a_cancelled_sendfile_leaves_no_request_and_no_pipe(uloop, tmp_path, sendfile_method):
+def test_a_cancelled_sendfile_leaves_no_request_and_no_pipe(sendfile_method, uloop, tmp_path):
+    assert uloop.stats()['sendfile_method'] == sendfile_method
     import socket
     path = tmp_path / 'f'
     path.write_bytes(os.urandom(32 << 20))
@@ -816,8 +820,9 @@ def test_a_cancelled_sendfile_leaves_no_request_and_no_pipe(uloop, tmp_path, sen
     assert set(os.listdir('/proc/self/fd')) <= before
 
 
-def test_aiohttp_file_response_moves_the_file_without_a_user_copy(uloop, tmp_path,
-                                                                  sendfile_method):
+def test_aiohttp_file_response_moves_the_file_without_a_user_copy(sendfile_method, uloop,
+                                                                  tmp_path):
+    assert uloop.stats()['sendfile_method'] == sendfile_method
     aiohttp = pytest.importorskip('aiohttp')
     from aiohttp import web
     content = os.urandom((16 << 20) + 123)

@@ -222,3 +222,15 @@ def test_round_trips_with_a_quick_peer_are_caught_by_spinning(monkeypatch, spin)
         assert stats["spins"] > 0 and stats["spin_hits"] > 0, stats
     else:
         assert (stats["spins"], stats["spin_hits"]) == (0, 0)
+
+
+@pytest.mark.parametrize("value", ["zerocopy", "SPLICE", "1"])
+def test_a_bad_sendfile_setting_is_a_clear_error(monkeypatch, value):
+    monkeypatch.setenv("URINGLOOP_SENDFILE", value)
+    with pytest.raises(ValueError, match="URINGLOOP_SENDFILE must be 'sendfile' or 'splice'"):
+        uringloop.new_event_loop()
+    for good, method in (("", "sendfile"), ("sendfile", "sendfile"), ("splice", "splice")):
+        monkeypatch.setenv("URINGLOOP_SENDFILE", good)
+        loop = uringloop.new_event_loop()
+        assert loop.stats()["sendfile_method"] == method
+        loop.close()

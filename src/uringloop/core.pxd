@@ -111,6 +111,7 @@ cdef class RingLoop:
     cdef uint64_t spin_hits       # ... and found work without sleeping
     cdef list zcrx_users          # ZeroCopyReceive bound to this loop's thread
     cdef Py_ssize_t sendalls_in_flight  # sock_sendall() requests the kernel holds
+    cdef bint sendfile_splice      # URINGLOOP_SENDFILE=splice (sendfile.pyx)
     cdef uint64_t sendfile_zero_copy  # bytes sendfile moved with no user copy ...
     cdef uint64_t sendfile_copied   # ... and by READ + SEND (the fall-back)
     cdef ul_buf_ring recv_buffers # provided buffers for multishot receives

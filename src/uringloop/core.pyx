@@ -277,6 +277,17 @@ def _spin_ns():
     return us * 1000
 
 
+def _sendfile_splice():
+    """URINGLOOP_SENDFILE: 'sendfile' (or unset: sendfile(2) on the loop's
+    thread) or 'splice' (SPLICE on the ring); another value is an error."""
+    value = os.environ.get("URINGLOOP_SENDFILE", "").strip()
+    if value in ("", "sendfile"):
+        return False
+    if value == "splice":
+        return True
+    raise ValueError(f"URINGLOOP_SENDFILE must be 'sendfile' or 'splice', not {value!r}")
+
+
 # reap(): no limit on the completions dispatched
 cdef unsigned REAP_ALL = 0xffffffff
 # dispatch_ahead(): the sends, or one transport's requests
@@ -516,6 +527,7 @@ cdef class RingLoop:
         if self.counts == NULL:
             raise MemoryError()
         self.spin_ns = _spin_ns()       # (a bad value fails before the ring is made)
+        self.sendfile_splice = _sendfile_splice()
         shrink = ring_sizes(&sq_entries, &cq_entries)
         self.ring = new_ring("this loop's io_uring", "Event loop is closed")
         ret = self.ring.setup(sq_entries, cq_entries, WANTED_SETUP_FLAGS, shrink)
@@ -1174,6 +1186,7 @@ cdef class RingLoop:
             'sq_entries': self.ring.r.sq_entries,
             'cq_entries': self.ring.r.cq_entries,
             'setup_flags': self.ring.r.setup_flags,
+            'sendfile_method': 'splice' if self.sendfile_splice else 'sendfile',
             'sendfile_zero_copy': self.sendfile_zero_copy,
             'sendfile_copied': self.sendfile_copied,
             'buffer_pool': (self.buffer_pool.stats() if self.buffer_pool is not None

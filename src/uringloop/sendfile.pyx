@@ -22,7 +22,7 @@ async def _sendfile_native(self, transp, file, offset, count):
             transp.resume_reading()
 
 
-async def _sock_sendfile_native(self, sock, file, offset, count):
+async def _sock_sendfile_native(RingLoop self, sock, file, offset, count):
     # The file's pages go to the socket without passing through user space.
     # By default with sendfile(2) on the loop's thread whenever the socket
     # has room (the stdlib's way), waiting for room with a POLL_ADD on the
@@ -48,7 +48,7 @@ async def _sock_sendfile_native(self, sock, file, offset, count):
     progress = [0]
     try:
         try:
-            if SENDFILE_SPLICE:
+            if self.sendfile_splice:
                 await sendfile_spliced(self, sock, fileno, offset, remaining, progress)
             else:
                 await sendfile_direct(self, sock, fileno, offset, remaining, progress)
@@ -111,9 +111,6 @@ async def sendfile_spliced(RingLoop self, sock, int fileno, int64_t offset,
         # (a request cancelled with its caller may still name the pipe)
         close_when_idle(requests, r)
         close_when_idle(requests, w)
-
-
-SENDFILE_SPLICE = os.environ.get('URINGLOOP_SENDFILE', '') == 'splice'
 
 
 async def sendfile_direct(RingLoop self, sock, int fileno, int64_t offset,
