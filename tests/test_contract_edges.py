@@ -616,3 +616,55 @@ def test_a_closed_loop_keeps_no_socket_open(any_loop):
     del made
     gc.collect()
     assert open_fds() - before <= 0
+
+
+# ---- close() resumes a protocol that the sends it makes unpause ------------
+
+def test_close_resumes_a_paused_protocol_before_the_connection_is_lost(any_loop):
+    """A protocol paused by its writes, then close(): when the queue drains,
+    resume_writing() comes before connection_lost(), and what it writes then
+    still goes out -- as SSLProtocol does with the records it held while
+    paused, close_notify last.  (The selector loop sends inside write() and
+    never pauses here; this loop queues a small write until its next enter,
+    pauses, and close() sends the queue at once.)"""
+    loop = any_loop
+
+    class Writer(asyncio.Protocol):
+        def __init__(self):
+            self.events = []
+
+        def connection_made(self, tr):
+            self.tr = tr
+            tr.set_write_buffer_limits(high=4096, low=1024)
+            tr.write(b"a" * 6000)           # (< 8 KiB: queued on uringloop)
+            tr.close()
+
+        def pause_writing(self):
+            self.events.append("pause")
+
+        def resume_writing(self):
+            self.events.append("resume")
+            self.tr.write(b"tail")
+
+        def connection_lost(self, exc):
+            self.events.append(("lost", exc))
+
+    async def main():
+        proto = Writer()
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        await loop.create_connection(lambda: proto, sock=a)
+        got = bytearray()
+        while True:
+            chunk = await loop.sock_recv(b, 65536)
+            if not chunk:
+                break
+            got += chunk
+        b.close()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return proto.events, bytes(got)
+    events, got = loop.run_until_complete(main())
+    assert events[-1] == ("lost", None), events
+    assert events.count("pause") == events.count("resume"), events
+    assert got == b"a" * 6000 + b"tail" * events.count("resume")

@@ -752,6 +752,15 @@ cdef class StreamTransport(BaseTransport):
         self.closing = True
         self.set_read_state(READ_CLOSED)
         self.stop_reading()
+        # What send_owed_now() sent may have taken the buffer below the
+        # low-water mark: resume the protocol before looking whether
+        # anything is left, as the selector loop's _write_ready() does
+        # ("may append to buffer").  SSLProtocol holds records while
+        # paused, close_notify last, and calls close() right after; left
+        # paused, they were never written, and the peer got a FIN without
+        # close_notify (CPython's test_remote_shutdown_receives_trailing_data
+        # hung in one run of five).
+        self.maybe_resume_protocol()
         if not self.write_queue and self.send_state == SEND_IDLE:
             self.conn_lost += 1
             self.loop.soon(self._call_connection_lost, (None,))
