@@ -232,14 +232,14 @@ async def go_direct(loop, proto, client):
 
 @pytest.mark.parametrize("size", [1, 4095, 65536, 65537, 300 * 1024, 2 * MIB + 3])
 def test_a_fin_right_behind_the_data_is_seen_in_direct_reads(any_loop, size):
-    """The peer's last bytes and its FIN in one go, twenty times: each
+    """The peer's last bytes and its FIN in one go, a dozen times: each
     connection sees all its bytes, then eof_received(), then
     connection_lost(None) -- as on the selector loop."""
     loop = any_loop
 
     async def main():
         outcomes = []
-        for i in range(20):
+        for i in range(12):
             server, proto, client = await sink_pair(loop)
             first = await go_direct(loop, proto, client) if size else b""
             last = payload(size, seed=i + 5)
