@@ -44,12 +44,13 @@ class Sink(asyncio.Protocol):
         self.lost.set_result(None)
 
 
-async def sink_pair(loop):
-    """(server protocol, client socket) on loopback."""
+async def sink_pair(loop, kind=None):
+    """(server, server protocol -- a Sink, or of `kind` --, client socket)
+    on loopback."""
     accepted = loop.create_future()
 
     def factory():
-        proto = Sink()
+        proto = (kind or Sink)()
         accepted.set_result(proto)
         return proto
     server = await loop.create_server(factory, "127.0.0.1", 0)
@@ -309,16 +310,7 @@ def test_a_half_closed_direct_reader_is_not_left_armed():
 
     async def main():
         loop = asyncio.get_running_loop()
-        accepted = loop.create_future()
-
-        def factory():
-            proto = HalfClose()
-            accepted.set_result(proto)
-            return proto
-        server = await loop.create_server(factory, "127.0.0.1", 0)
-        client = socket.create_connection(server.sockets[0].getsockname())
-        client.setblocking(False)
-        proto = await accepted
+        server, proto, client = await sink_pair(loop, HalfClose)
         await go_direct(loop, proto, client)
         assert reading(proto)["mode"] == "direct"
         client.shutdown(socket.SHUT_WR)
