@@ -6,6 +6,7 @@ import asyncio
 import os
 import socket
 import struct
+import sys
 
 import pytest
 
@@ -289,6 +290,7 @@ def test_protocol_callbacks_see_the_context_of_their_creation():
 # ---- socket families beyond IPv4, IPv6 and Unix ------------------------------
 
 import struct
+import sys
 
 NETLINK_ROUTE = 0
 RTM_GETLINK = 18
@@ -969,3 +971,45 @@ def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_
     # both: only get_extra_info('socket') shows it, whose gettimeout() is 0)
     assert facts == (True, socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, 0, False, False)
     assert after == (-1, True)
+
+
+# ---- a server counts its connections: wait_closed() after close() ------------
+
+def test_wait_closed_follows_the_connections_as_on_the_stdlib_loop(any_loop):
+    """The loop counts a stdlib Server's connections itself before 3.13
+    (transports/base.pyx, attach_to_server): wait_closed() after close()
+    returns when the stdlib's would -- at once on 3.11, after the last
+    connection on 3.12 -- and a server's count goes back to nothing."""
+    loop = any_loop
+
+    async def main():
+        lost = []
+
+        class P(asyncio.Protocol):
+            def connection_lost(self, exc):
+                lost.append(exc)
+        server = await loop.create_server(P, "127.0.0.1", 0)
+        clients = [socket.create_connection(server.sockets[0].getsockname()) for _ in range(3)]
+        while getattr(server, "_active_count", None) not in (None, 3) or (
+                hasattr(server, "_clients") and len(server._clients) < 3):
+            await asyncio.sleep(0.005)
+        server.close()
+        waiting = asyncio.ensure_future(server.wait_closed())
+        states = []
+        for client in clients:
+            await asyncio.sleep(0.02)
+            states.append(waiting.done())
+            client.close()
+            n = len(lost)
+            while len(lost) == n:
+                await asyncio.sleep(0.005)
+        await asyncio.wait_for(waiting, 5)
+        states.append(waiting.done())
+        count = getattr(server, "_active_count", None)
+        return states, count
+    states, count = loop.run_until_complete(main())
+    if sys.version_info >= (3, 12):
+        assert states == [False, False, False, True]
+    else:
+        assert states == [True, True, True, True]   # (3.11 returns at once after close())
+    assert count in (None, 0)

@@ -8,6 +8,38 @@
 # _attach(transport) / _detach(transport) instead of a bare count.
 cdef bint SERVER_KNOWS_TRANSPORTS = sys.version_info >= (3, 13)
 
+# Before 3.13 _attach() and _detach() only count (two Python frames per
+# connection): for the stdlib's Server, as it is, the loop counts itself,
+# and calls them where they do more (the last connection of a closed
+# server wakes wait_closed()) or where they would fail their asserts.
+cdef object ServerClass = base_events.Server
+cdef object server_attach = ServerClass._attach
+cdef object server_detach = ServerClass._detach
+
+
+cdef int attach_to_server(object server, object transport) except -1:
+    if SERVER_KNOWS_TRANSPORTS:
+        server._attach(transport)
+    elif (type(server) is ServerClass and ServerClass._attach is server_attach
+            and server._sockets is not None):
+        server._active_count += 1
+    else:
+        server._attach()
+    return 0
+
+
+cdef int detach_from_server(object server, object transport) except -1:
+    if SERVER_KNOWS_TRANSPORTS:
+        server._detach(transport)
+        return 0
+    if type(server) is ServerClass and ServerClass._detach is server_detach:
+        count = server._active_count
+        if count > 1 or (count == 1 and server._sockets is not None):
+            server._active_count = count - 1
+            return 0
+    server._detach()
+    return 0
+
 
 # Transports are made by the loop only (make_transport): one made from
 # Python with __new__ alone would have no loop, socket or requests, and its
@@ -289,10 +321,7 @@ cdef class BaseTransport:
             server = self.server
             if server is not None:
                 self.server = None
-                if SERVER_KNOWS_TRANSPORTS:
-                    server._detach(self)
-                else:
-                    server._detach()
+                detach_from_server(server, self)
 
     @property
     def _loop(self):

@@ -1028,10 +1028,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     set_nodelay(sock, tr.fd, family, type)
     tr.register()
     if server is not None:
-        if SERVER_KNOWS_TRANSPORTS:
-            server._attach(tr)
-        else:
-            server._attach()
+        attach_to_server(server, tr)
     loop.soon(protocol.connection_made, (tr,))
     loop.soon(tr._start_reading_cb, ())
     if waiter is not None:
