@@ -654,16 +654,11 @@ def test_close_resumes_a_paused_protocol_before_the_connection_is_lost(any_loop)
         a, b = socket.socketpair()
         b.setblocking(False)
         await loop.create_connection(lambda: proto, sock=a)
-        got = bytearray()
-        while True:
-            chunk = await loop.sock_recv(b, 65536)
-            if not chunk:
-                break
-            got += chunk
+        got = await recv_until_eof(loop, b, 65536, timeout=10)
         b.close()
         for _ in range(5):
             await asyncio.sleep(0)
-        return proto.events, bytes(got)
+        return proto.events, got
     events, got = loop.run_until_complete(main())
     assert events[-1] == ("lost", None), events
     assert events.count("pause") == events.count("resume"), events

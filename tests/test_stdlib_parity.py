@@ -290,7 +290,6 @@ def test_protocol_callbacks_see_the_context_of_their_creation():
 # ---- socket families beyond IPv4, IPv6 and Unix ------------------------------
 
 import struct
-import sys
 
 NETLINK_ROUTE = 0
 RTM_GETLINK = 18

@@ -759,7 +759,7 @@ cdef class StreamTransport(BaseTransport):
         # paused, close_notify last, and calls close() right after; left
         # paused, they were never written, and the peer got a FIN without
         # close_notify (CPython's test_remote_shutdown_receives_trailing_data
-        # hung in one run of five).
+        # hung in 1 to 5 runs of 25).
         self.maybe_resume_protocol()
         if not self.write_queue and self.send_state == SEND_IDLE:
             self.conn_lost += 1

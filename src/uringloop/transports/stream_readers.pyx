@@ -38,6 +38,7 @@ cdef StreamReader new_reader(type kind, StreamTransport tr):
     elif kind is DirectReader:
         reader.mode = READS_DIRECT
         reader.stops_at_pause = True        # the data waits in the socket
+        (<DirectReader>reader).read_size = DIRECT_READ_SIZE
     elif kind is BufferedReader:
         reader.mode = READS_BUFFERED
         reader.stops_at_pause = True        # it writes into the protocol's memory
@@ -158,7 +159,7 @@ cdef class DirectReader(StreamReader):
                 return 0            # switched: its stop is under way
             if tr.read_state != READ_ON or tr.kept is not None:
                 return self.stop()  # paused, ended or closed meanwhile
-            size = self.read_size if self.read_size else DIRECT_READ_SIZE
+            size = self.read_size
             data = ul_recv_bytes(tr.fd, size, &n)
             if n > 0:
                 if n < DIRECT_SMALL:
