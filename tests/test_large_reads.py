@@ -361,3 +361,51 @@ def test_direct_reads_of_messages_of_changing_sizes_are_exact():
         return calls
     calls = uringloop.run(asyncio.wait_for(main(), 60))
     assert calls[-20:] == [1] * 20, calls
+
+
+def test_a_keyboard_interrupt_from_data_received_in_direct_reads_loses_nothing(any_loop):
+    """data_received() raises KeyboardInterrupt while the socket still holds
+    most of a burst and the peer is silent; whoever runs the loop again
+    reads on, as from the selector loop's reader: every byte arrives."""
+    loop = any_loop
+
+    class Interrupting(Sink):
+        armed = False
+
+        def data_received(self, data):
+            super().data_received(data)
+            if self.armed:
+                self.armed = False
+                raise KeyboardInterrupt
+
+    async def start():
+        server, proto, client = await sink_pair(loop, Interrupting)
+        first = await go_direct(loop, proto, client)
+        return server, proto, client, first
+
+    async def until(predicate):
+        await asyncio.wait_for(_until(predicate), 10)
+
+    server, proto, client, first = loop.run_until_complete(start())
+    try:
+        proto.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 * MIB)
+    except PermissionError:
+        pytest.skip("SO_RCVBUFFORCE needs CAP_NET_ADMIN")
+    proto.transport.pause_reading()
+    burst = payload(3 * MIB, seed=31)
+    client.setblocking(True)
+    client.settimeout(10)
+    client.sendall(burst)           # all in the receive buffer; then silence
+    proto.armed = True
+    proto.transport.resume_reading()
+    waiting = loop.create_task(until(lambda: False))
+    with pytest.raises(KeyboardInterrupt):
+        loop.run_until_complete(waiting)
+    waiting.cancel()
+    loop.run_until_complete(until(lambda: len(proto.data) >= len(first) + len(burst)))
+    assert bytes(proto.data) == first + burst
+    client.close()
+    loop.run_until_complete(asyncio.wait_for(proto.lost, 10))
+    server.close()
+    loop.run_until_complete(server.wait_closed())

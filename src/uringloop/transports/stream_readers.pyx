@@ -128,6 +128,12 @@ cdef class DirectReader(StreamReader):
                 self.read_now(<unsigned>res)
             elif res != -ECANCELED:
                 tr.read_failed(res)
+        except BaseException:
+            # a protocol callback raised out of the loop (KeyboardInterrupt,
+            # SystemExit): what is left in the socket would wait for a
+            # wakeup; the request ends, and its end arms it again
+            self.stop()
+            raise
         finally:
             if not (flags & IORING_CQE_F_MORE):
                 tr.reader_done()
