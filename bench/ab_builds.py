@@ -102,14 +102,15 @@ def main():
     parser.add_argument("--close", action="store_true",
                         help="with --http: 'Connection: close', one connection per request")
     parser.add_argument("--cells", help="echo cells, style/size[/connections], "
-                                        "e.g. protocol/1024,streams/1024,protocol/10240/1000")
+                                        "e.g. protocol/1024,streams/1024,protocol/10240/1000; "
+                                        "with --tls, sizes: 1024,102400")
     args = parser.parse_args()
     if args.http:
         cells = [("aiohttp", None), ("raw", None)]
         run = lambda tree, cell: http_cell(tree, cell[0], int(args.seconds), 64, args.close)
     elif args.tls:
         tls = ",".join(run_tls.make_certificate(tempfile.mkdtemp()))
-        cells = [("tls", 1024), ("tls", 102400)]
+        cells = [("tls", int(size)) for size in (args.cells or "1024,102400").split(",")]
         run = lambda tree, cell: tls_cell(tree, cell[1], args.seconds, tls, args.split)
     else:
         client = run_echo.build_client()

@@ -7,11 +7,13 @@ records of many sizes, then close_notify right behind the last one -- can
 reach the server in one read, which is where the compiled reading stops
 early (no read that could only want more input)."""
 import asyncio
+import functools
 import os
 import random
 import socket
 import ssl
 import threading
+import time
 
 import pytest
 
@@ -47,6 +49,7 @@ class Recorder(asyncio.Protocol):
         self.calls.append("made")
 
     def data_received(self, data):
+        assert type(data) is bytes, type(data)
         self.data += data
         if self.calls[-1] != "data":
             self.calls.append("data")
@@ -78,7 +81,43 @@ def peer(port, messages, echo, results):
             results.append(bytes(got))
 
 
-def serve(make_loop, cert, messages, echo=False, server_context=None):
+def split_peer(seed, port, messages, echo, results):
+    """A peer that makes its records with memory BIOs and sends them as
+    bytes cut at random places, with pauses, so that the server's reads
+    end inside records (OpenSSL then holds a record's first part, which
+    the incoming BIO no longer counts); close_notify is the last piece."""
+    rng = random.Random(seed)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = trusting_client_context().wrap_bio(incoming, outgoing)
+    with socket.create_connection(("127.0.0.1", port)) as raw:
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                raw.sendall(outgoing.read())
+                incoming.write(raw.recv(65536) or b"")
+        for message in messages:
+            tls.write(message)
+        try:
+            tls.unwrap()
+        except ssl.SSLWantReadError:
+            pass                    # close_notify written; the server's comes later
+        stream = outgoing.read()
+        at = 0
+        while at < len(stream):
+            cut = rng.choice([1, 2, 5, 29, 1000, 4000, 16000, 16413, 17000, 70000])
+            raw.sendall(stream[at:at + cut])
+            at += cut
+            if rng.random() < 0.3:
+                time.sleep(0.002)
+        while raw.recv(65536):
+            pass
+        results.append(b"")
+
+
+def serve(make_loop, cert, messages, echo=False, server_context=None, peer=peer):
     context = server_context or ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(*cert)
     results = []
@@ -122,6 +161,24 @@ def test_records_then_close_notify_reach_the_protocol_as_on_the_selector_loop(ce
     seen = {name: serve(make, cert, messages) for name, make in LOOPS.items()}
     for name, (data, calls, _) in seen.items():
         assert data == expected, name
+    assert seen["uringloop"][1] == seen["selector"][1] == ["made", "data", "eof", "lost"]
+
+
+@pytest.mark.parametrize("max_size", [None, 1000])
+@pytest.mark.parametrize("seed", range(3))
+def test_records_cut_anywhere_reach_the_protocol_as_on_the_selector_loop(cert, seed, max_size,
+                                                                        monkeypatch):
+    """Reads that end inside records, on both loops: the compiled path
+    sizes its one bytes from what is pending and a record's worth, or
+    max_size if less (with 1000, a record whose first part came in
+    earlier reads outgrows that, and the bytes grows)."""
+    if max_size is not None:
+        monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", max_size)
+    messages = message_sizes(seed)
+    seen = {name: serve(make, cert, messages, peer=functools.partial(split_peer, seed))
+            for name, make in LOOPS.items()}
+    for name, (data, calls, _) in seen.items():
+        assert data == b"".join(messages), name
     assert seen["uringloop"][1] == seen["selector"][1] == ["made", "data", "eof", "lost"]
 
 
