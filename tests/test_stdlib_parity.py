@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+import uringloop
 from conftest import recv_until_eof
 
 
@@ -1012,3 +1013,85 @@ def test_wait_closed_follows_the_connections_as_on_the_stdlib_loop(any_loop):
     else:
         assert states == [True, True, True, True]   # (3.11 returns at once after close())
     assert count in (None, 0)
+
+
+# ---- connection_made() and the start of reading ------------------------------
+
+def test_a_connection_made_that_raises_is_reported_and_reading_starts(any_loop):
+    """The stdlib runs a new transport's connection_made() and the start of
+    its reading as two ready callbacks, one right after the other; this
+    loop runs them in one handle (core.pyx, ReadingHandle).  An exception
+    from connection_made() is reported as the stdlib reports it (its
+    message, a Handle of protocol.connection_made) and reading starts all
+    the same; a pause_reading() in connection_made() holds the data until
+    resume_reading()."""
+    loop = any_loop
+    reports = []
+    loop.set_exception_handler(lambda _, context: reports.append(context))
+
+    async def main(raises):
+        got = loop.create_future()
+
+        class P(asyncio.Protocol):
+            def connection_made(self, tr):
+                if not raises:
+                    tr.pause_reading()
+                    loop.call_later(0.05, tr.resume_reading)
+                    loop.call_later(0.04, got.set_result, "still paused")
+                else:
+                    raise ValueError("made")
+
+            def data_received(self, data):
+                if not got.done():
+                    got.set_result(data)
+        a, b = socket.socketpair()
+        b.send(b"ping")
+        tr, _ = await loop.create_connection(P, sock=a)
+        data = await asyncio.wait_for(got, 5)
+        tr.close()
+        b.close()
+        return data
+    try:
+        assert loop.run_until_complete(main(True)) == b"ping"
+        (context,) = reports
+        assert isinstance(context["exception"], ValueError)
+        assert context["message"].startswith("Exception in callback ")
+        assert ".P.connection_made(" in context["message"]
+        assert repr(context["handle"]).startswith("<Handle ")
+        assert ".P.connection_made(" in repr(context["handle"])
+        assert loop.run_until_complete(main(False)) == "still paused"
+    finally:
+        context = None
+        reports.clear()         # (they hold the transport, which the loop's check counts)
+
+
+def test_a_connection_made_outside_debug_mode_that_runs_in_it_starts_reading(any_loop):
+    """A transport made while the loop is not in debug mode whose
+    connection_made() runs after set_debug(True): reading starts (this loop
+    then runs its one handle through Handle._run(), as debug mode does)."""
+    loop = any_loop
+
+    async def main():
+        a, b = socket.socketpair()
+        got = loop.create_future()
+
+        class P(asyncio.Protocol):
+            def data_received(self, data):
+                if not got.done():
+                    got.set_result(data)
+        connecting = loop.create_task(loop.create_connection(P, sock=a))
+        await asyncio.sleep(0)      # the task made the transport; its callbacks wait
+        kinds = [type(h).__qualname__ for h in loop._ready]
+        if isinstance(loop, uringloop.Loop):
+            assert uringloop.core.ReadingHandle in map(type, loop._ready), kinds
+        loop.set_debug(True)
+        b.send(b"ping")
+        tr, _ = await connecting
+        data = await asyncio.wait_for(got, 5)
+        tr.close()
+        b.close()
+        return data
+    try:
+        assert loop.run_until_complete(main()) == b"ping"
+    finally:
+        loop.set_debug(False)

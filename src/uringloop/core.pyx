@@ -456,6 +456,40 @@ cdef setup_fast_handles():
 setup_fast_handles()
 
 
+class ReadingHandle(Handle):
+    """The handle of a new stream transport's connection_made() that then
+    starts the transport's reading (run_ready(), or _run() below).  The
+    stdlib schedules the two as ready callbacks one right after the other,
+    in the same window of the ready queue, so nothing can run between
+    them; one handle is a Handle, a bound method and a turn of the ready
+    queue less per connection.  Named Handle: it is the handle the stdlib
+    has, in its repr and in the report of an exception connection_made()
+    raises.  Made only where new_handle() makes handles directly."""
+    __slots__ = ()
+
+    def _run(self):
+        try:
+            Handle._run(self)
+        finally:
+            self._args[0]._start_reading_cb()
+
+ReadingHandle.__name__ = ReadingHandle.__qualname__ = 'Handle'
+
+
+cdef object new_reading_handle(object callback, object transport, object loop):
+    """A ReadingHandle of callback(transport) in the current context
+    (new_handle(), which fast_handles allows)."""
+    handle = PyType_GenericAlloc(<PyTypeObject *>ReadingHandle, 0)
+    store_slot(handle, H_CONTEXT, PyContext_CopyCurrent())
+    store_slot(handle, H_LOOP, loop)
+    store_slot(handle, H_CALLBACK, callback)
+    store_slot(handle, H_ARGS, (transport,))
+    store_slot(handle, H_CANCELLED, False)
+    store_slot(handle, H_REPR, None)
+    store_slot(handle, H_TRACEBACK, None)
+    return handle
+
+
 cdef int run_handle(object handle) except -1:
     """What asyncio.Handle._run does, without its Python frame: run the
     callback in its context, hand an exception to the exception handler."""
@@ -1001,6 +1035,11 @@ cdef class RingLoop:
                     self._current_handle = None
             elif type(handle) is Handle or type(handle) is TimerHandle:
                 run_handle(handle)
+            elif type(handle) is ReadingHandle:
+                try:
+                    run_handle(handle)
+                finally:
+                    (<StreamTransport>handle._args[0]).start_reading()
             else:
                 handle._run()
         return 0
