@@ -79,6 +79,7 @@ def _default_threshold():
         return -1
 
 
+@cython.no_gc      # its one object is a str or None: no cycle, one tracked object less per connection
 cdef class ZeroCopyPolicy:
     """Per transport: whether a chunk leaves with SEND_ZC, and what
     happened so far."""
