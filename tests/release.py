@@ -64,10 +64,15 @@ def quiet_env():
     return env
 
 
-def build(outdir):
-    """sdist, then a wheel from the sdist; returns (sdist, wheel, build log)."""
+def build(outdir, unoptimised=False):
+    """sdist, then a wheel from the sdist (compiled without optimisation
+    if asked: setup.py's URINGLOOP_OPT=0); returns (sdist, wheel, build
+    log)."""
+    env = quiet_env()
+    if unoptimised:
+        env["URINGLOOP_OPT"] = "0"
     out = run([sys.executable, "-m", "build", "--outdir", outdir, ROOT],
-              capture_output=True, text=True, env=quiet_env(), check=False)
+              capture_output=True, text=True, env=env, check=False)
     if out.returncode:
         sys.exit(out.stdout[-5000:] + out.stderr[-5000:])
     sdist = glob.glob(os.path.join(outdir, "*.tar.gz"))[0]

