@@ -11,10 +11,12 @@ registered buffer left alive.
 import asyncio
 import contextlib
 import gc
+import glob
 import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -212,38 +214,144 @@ def udp_sink_namespaces():
     netns.drop_namespaces(src, sink)
 
 
-@pytest.fixture
-def debug_build(tmp_path):
-    """A factory: copy the source tree to tmp_path, build it there in debug
-    mode (URINGLOOP_DEBUG=1: -O0, the live-object counters) with the given
-    interpreter, and return the environment that imports that build."""
-    root = os.path.join(os.path.dirname(__file__), os.pardir)
+# Child test runs on debug builds of the tree (URINGLOOP_DEBUG=1: -O0, the
+# live-object counters): test_debug_build.py's on this Python (those files
+# under the leak checks), test_other_pythons.py's on 3.12 and 3.13 (the core
+# files plus that version's own test_asyncio mixins).  Each copies the tree,
+# builds it and runs a child pytest, a few minutes of one core; one after
+# another, in their tests, they were 8 of the suite's 15 minutes.  So the
+# runs a session has selected (their tests' debug_run marks) start with the
+# session, one at a time beside it on the other core, and their tests only
+# wait for them to end.
+DEBUG_RUN_FILES = {
+    "this-python": ["tests/test_transports.py", "tests/test_zerocopy.py",
+                    "tests/test_registered_buffers.py", "tests/test_stress.py",
+                    "tests/test_zcrx.py", "tests/test_life_cycle_checks.py",
+                    # pauses, closes and raising callbacks in every read mode:
+                    # the transports' state tables are checked on each move there
+                    "tests/test_contract_edges.py"],
+    "3.12": ["tests/test_loop.py", "tests/test_sock_ops.py", "tests/test_transports.py",
+             "tests/test_zerocopy.py", "tests/test_registered_buffers.py",
+             "tests/test_stress.py", "tests/test_cpython_asyncio.py", "tests/test_files.py"],
+}
+DEBUG_RUN_FILES["3.13"] = DEBUG_RUN_FILES["3.12"]
 
-    def build(python):
+
+def find_python(version):
+    """A pyenv build first (the pyenv shim on PATH may refuse to run a
+    version that is not selected), then python3.X on PATH."""
+    candidates = sorted(glob.glob(f"/root/.pyenv/versions/{version}.*/bin/python{version}"))
+    if candidates:
+        return candidates[-1]
+    return shutil.which(f"python{version}")
+
+
+class DebugRun:
+    """One debug run: the interpreter, the tree copy it builds in, and when
+    done the build's and the child pytest's (returncode, stdout, stderr)."""
+
+    def __init__(self, name, tree):
+        self.name, self.tree = name, tree
+        self.python = sys.executable if name == "this-python" else find_python(name)
+        self.skip = None
+        self.env = dict(os.environ, URINGLOOP_DEBUG="1", PYTHONPATH=str(tree / "src"))
+        self.build = self.tests = None
+        need = "import Cython" if name == "this-python" else \
+            "import Cython, pytest, hypothesis, pytest_asyncio, pytest_timeout"
+        if self.python is None:
+            self.skip = f"no python{name} on this machine"
+        elif subprocess.run([self.python, "-c", need], capture_output=True).returncode:
+            self.skip = f"{self.python} lacks what the debug run needs ({need})"
+
+    def check(self):
+        """Fail with the child's findings unless it built and passed."""
+        code, out, err = self.build
+        assert code == 0, err[-3000:]
+        code, out, err = self.tests
+        findings = [line for line in out.splitlines()
+                    if "still alive" in line or line.startswith(("FAILED", "ERROR tests"))]
+        assert code == 0, "\n".join(findings) + "\n" + out[-3000:] + err[-2000:]
+        assert " passed" in out
+        return out
+
+
+class DebugRuns:
+    """The session's debug runs, one at a time in a worker thread; the
+    children are killed if the session ends first."""
+
+    def __init__(self, names, tmp_path_factory):
+        import concurrent.futures
+        self.procs, self.stopping = set(), False
+        self.lock = threading.Lock()
+        self.runs = {name: DebugRun(name, tmp_path_factory.mktemp(f"debug-{name}"))
+                     for name in names}
+        self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="debug-run")
+        self.done = {name: self.pool.submit(self.work, run)
+                     for name, run in self.runs.items() if run.skip is None}
+
+    def call(self, run, args, timeout):
+        with self.lock:
+            if self.stopping:
+                raise RuntimeError("the session ended first")
+            proc = subprocess.Popen(args, cwd=run.tree, env=run.env, text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.procs.add(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            err += f"\n{args[1:3]} took more than {timeout} s"
+        finally:
+            with self.lock:
+                self.procs.discard(proc)
+        return proc.returncode, out, err
+
+    def work(self, run):
+        root = os.path.join(os.path.dirname(__file__), os.pardir)
         for part in ("src", "tests", "examples", "docs"):
-            shutil.copytree(os.path.join(root, part), tmp_path / part,
+            shutil.copytree(os.path.join(root, part), run.tree / part,
                             ignore=shutil.ignore_patterns("*.so", "core.c", "__pycache__"))
         for part in ("setup.py", "pyproject.toml", "README.md", "LICENSE-MIT", "LICENSE-APACHE"):
-            shutil.copy(os.path.join(root, part), tmp_path / part)
-        env = dict(os.environ, URINGLOOP_DEBUG="1", PYTHONPATH=str(tmp_path / "src"))
-        out = subprocess.run([python, "setup.py", "build_ext", "--inplace"], cwd=tmp_path,
-                             env=env, capture_output=True, text=True, timeout=600)
-        assert out.returncode == 0, out.stderr[-3000:]
-        return env
-    return build
+            shutil.copy(os.path.join(root, part), run.tree / part)
+        run.build = self.call(run, [run.python, "setup.py", "build_ext", "--inplace"], 600)
+        if run.build[0] == 0:
+            run.tests = self.call(run, [run.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                        "-W", "error::pytest.PytestUnraisableExceptionWarning"]
+                                  + DEBUG_RUN_FILES[run.name], 900)
+        return run
+
+    def finished(self, name):
+        """The run `name` once done (skips with its reason where it cannot
+        run here)."""
+        run = self.runs[name]
+        if run.skip is not None:
+            pytest.skip(run.skip)
+        return self.done[name].result()
+
+    def stop(self):
+        with self.lock:
+            self.stopping = True
+            for proc in self.procs:
+                proc.kill()
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def run_tests_in(tree, python, env, files):
-    """pytest on `files` of a built tree copy; fails with the findings."""
-    out = subprocess.run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "-W", "error::pytest.PytestUnraisableExceptionWarning"] + files,
-        cwd=tree, env=env, capture_output=True, text=True, timeout=900)
-    findings = [line for line in out.stdout.splitlines()
-                if "still alive" in line or line.startswith(("FAILED", "ERROR tests"))]
-    assert out.returncode == 0, "\n".join(findings) + "\n" + out.stdout[-3000:]
-    assert " passed" in out.stdout
-    return out.stdout
+@pytest.fixture(scope="session", autouse=True)
+def debug_runs(request, tmp_path_factory):
+    """The DebugRuns of the tests selected with a debug_run(name) mark,
+    started with the session (autouse)."""
+    names = []
+    for item in request.session.items:
+        mark = item.get_closest_marker("debug_run")
+        if mark is not None and mark.args[0] not in names:
+            names.append(mark.args[0])
+    if not names:
+        yield None
+        return
+    runs = DebugRuns(names, tmp_path_factory)
+    yield runs
+    runs.stop()
 
 
 def cycle_garbage(loop, make_coro):

@@ -18,24 +18,16 @@ import sys
 
 import pytest
 
-from conftest import run_tests_in
 
-CHECKED = ["tests/test_transports.py", "tests/test_zerocopy.py",
-           "tests/test_registered_buffers.py", "tests/test_stress.py",
-           "tests/test_zcrx.py", "tests/test_life_cycle_checks.py",
-           # pauses, closes and raising callbacks in every read mode: the
-           # transports' state tables are checked on each move there
-           "tests/test_contract_edges.py"]
-
-
-@pytest.mark.timeout(1500)     # a build and a test run of its own (subprocess limits)
-def test_transports_and_zero_copy_leak_nothing_in_the_debug_build(tmp_path, debug_build):
-    pytest.importorskip("Cython", reason="the debug build compiles the Cython core")
-    env = debug_build(sys.executable)
+@pytest.mark.timeout(1500)     # waits for its run (conftest's DebugRuns, with limits)
+@pytest.mark.debug_run("this-python")
+def test_transports_and_zero_copy_leak_nothing_in_the_debug_build(debug_runs):
+    """The files are conftest's DEBUG_RUN_FILES["this-python"]."""
+    run = debug_runs.finished("this-python")
+    run.check()
     probe = subprocess.run(
         [sys.executable, "-c", "import uringloop, uringloop.core as c; "
          "print(uringloop.__file__); print(c.debug_counters())"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert probe.stdout.startswith(str(tmp_path)), probe.stdout + probe.stderr
+        cwd=run.tree, env=run.env, capture_output=True, text=True, timeout=60)
+    assert probe.stdout.startswith(str(run.tree)), probe.stdout + probe.stderr
     assert "'operations': 0" in probe.stdout          # a debug build indeed
-    run_tests_in(tmp_path, sys.executable, env, CHECKED)
