@@ -1095,3 +1095,39 @@ def test_a_connection_made_outside_debug_mode_that_runs_in_it_starts_reading(any
         assert loop.run_until_complete(main()) == b"ping"
     finally:
         loop.set_debug(False)
+
+
+# ---- create_future() -----------------------------------------------------------
+
+@pytest.mark.parametrize("base", [asyncio.SelectorEventLoop, uringloop.Loop])
+def test_create_future_and_a_subclass_that_replaces_it(base):
+    """The loop's create_future() (compiled) makes the stdlib's Future of
+    this loop; a subclass's create_future() is what the loop's own
+    operations call, as on the selector loop."""
+    made = []
+
+    class Counting(base):
+        def create_future(self):
+            made.append(1)
+            return super().create_future()
+
+    plain, loop = base(), Counting()
+    try:
+        future = plain.create_future()
+        assert type(future) is asyncio.Future and future.get_loop() is plain
+
+        async def main():
+            a, b = socket.socketpair()
+            a.setblocking(False)
+            loop.call_later(0.01, b.send, b"x")     # (nothing there yet: a future waits)
+            data = await loop.sock_recv(a, 10)
+            await asyncio.sleep(0)
+            a.close()
+            b.close()
+            return data
+        before = len(made)
+        assert loop.run_until_complete(main()) == b"x"
+        assert len(made) > before
+    finally:
+        plain.close()
+        loop.close()

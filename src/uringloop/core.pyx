@@ -553,8 +553,7 @@ cdef class RingLoop:
         self.wakeup_fd = -1
         cdef unsigned sq_entries, cq_entries
         self.time_overridden = getattr(type(self), 'time') is not RingLoop.time
-        self.own_futures = (getattr(type(self), 'create_future', None)
-                            is base_events.BaseEventLoop.create_future)
+        self.own_futures = getattr(type(self), 'create_future', None) is RingLoop.create_future
         self.own_call_soon = getattr(type(self), 'call_soon') is RingLoop.call_soon
         UL_COUNT(UL_LIVE_LOOPS, 1)
         self.counts = ul_loop_counts_new()
@@ -927,6 +926,12 @@ cdef class RingLoop:
         handle = new_handle(callback, args, self, context)
         self._ready.append(handle)
         return handle
+
+    def create_future(self):
+        """As BaseEventLoop.create_future(), without its Python frame
+        (aiohttp makes one per request: 1.3% of its hello-world server's
+        samples were that frame)."""
+        return _Future(loop=self)
 
     def call_soon(self, callback, *args, context=None):
         """As BaseEventLoop.call_soon (same checks, same Handle), without
