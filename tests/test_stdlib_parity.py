@@ -1131,3 +1131,39 @@ def test_create_future_and_a_subclass_that_replaces_it(base):
     finally:
         plain.close()
         loop.close()
+
+
+# ---- an accepted connection's names ----------------------------------------------
+
+def test_an_accepted_connections_names_are_the_stdlibs(any_loop):
+    """get_extra_info('peername'/'sockname') of accepted IPv4 connections
+    from two hosts in turn (127.0.0.1, 127.0.0.2), as the stdlib gives
+    them: the peer's name from the address accept4(2) returned (this loop
+    makes no getpeername(2) for it, and keeps the last host's string)."""
+    loop = any_loop
+
+    async def main():
+        names = []
+        made = asyncio.Queue()
+
+        class P(asyncio.Protocol):
+            def connection_made(self, tr):
+                made.put_nowait(tr)
+        server = await loop.create_server(P, "127.0.0.1", 0)
+        address = server.sockets[0].getsockname()
+        for host in ["127.0.0.1", "127.0.0.2", "127.0.0.2", "127.0.0.1"]:
+            client = socket.socket()
+            client.bind((host, 0))
+            client.connect(address)
+            tr = await asyncio.wait_for(made.get(), 5)
+            names.append((tr.get_extra_info("peername") == client.getsockname(),
+                          tr.get_extra_info("sockname") == address,
+                          tr.get_extra_info("peername")[0]))
+            tr.close()
+            client.close()
+        server.close()
+        await server.wait_closed()
+        return names
+    assert loop.run_until_complete(main()) == [
+        (True, True, "127.0.0.1"), (True, True, "127.0.0.2"),
+        (True, True, "127.0.0.2"), (True, True, "127.0.0.1")]

@@ -72,6 +72,10 @@ cdef class ServerAccept(Operation):
     # the host of the last IPv4 peer, raw and as Python has it: most
     # connections come from few hosts (see names_of)
     cdef uint32_t peer_addr
+    # the peer's address as accept4(2) gave it, for the connection being
+    # served (names_of); peer_len 0 when it gave none
+    cdef sockaddr_storage peer_raw
+    cdef socklen_t peer_len
     cdef object peer_host
     cdef object protocol_factory
     cdef object sslcontext
@@ -114,7 +118,9 @@ cdef class ServerAccept(Operation):
             for n in range(self.burst):
                 if not self.active or self.backing_off:
                     break
-                fd = accept4(self.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)
+                self.peer_len = sizeof(self.peer_raw)
+                fd = accept4(self.fd, <sockaddr *>&self.peer_raw, &self.peer_len,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC)
                 if fd < 0:
                     if errno == EINTR:
                         continue
@@ -185,11 +191,10 @@ cdef class ServerAccept(Operation):
                 memcpy(&self.local_raw, &raw, n)
                 self.local_len = n
                 self.local_name = sockname
-        n = sizeof(raw)
-        if getpeername(fd, <sockaddr *>&raw, &n) < 0:
-            peername = None         # (as peer_name(): not connected)
-        elif raw.ss_family == AF_INET:
-            peer = <sockaddr_in *>&raw
+        # an IPv4 peer's name from the address accept4(2) gave, as the
+        # stdlib's accept() gives it (no getpeername(2)); others as before
+        if self.peer_len == sizeof(sockaddr_in) and self.peer_raw.ss_family == AF_INET:
+            peer = <sockaddr_in *>&self.peer_raw
             if self.peer_host is not None and peer.sin_addr.s_addr == self.peer_addr:
                 peername = (self.peer_host, ntohs(peer.sin_port))
             else:
