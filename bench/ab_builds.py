@@ -7,6 +7,7 @@ request apart (the loop's own cost shows in user time).
     python3 bench/ab_builds.py --before /tmp/before --after . --http      # wrk, aiohttp and raw
     python3 bench/ab_builds.py --before /tmp/before --after . --http --close  # a connection per request
     python3 bench/ab_builds.py --before /tmp/before --after . --tls       # TLS echo, 1 and 100 KiB
+    python3 bench/ab_builds.py --before /tmp/before --after . --connect --split perf  # per connection
     python3 bench/ab_builds.py --before /tmp/before --after . --split perf  # user CPU from perf samples
 
 Each build is used through PYTHONPATH (an in-place build of each tree);
@@ -25,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run_echo  # noqa: E402  (build_client, wait_idle, SERVER_ENV)
 import run_tls  # noqa: E402  (make_certificate, one_cell)
+import run_connect  # noqa: E402  (one_round)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -89,6 +91,13 @@ def tls_cell(tree, size, seconds, tls, split="ticks"):
     return cell["req_s"], cell["user_us_per_req"], cell["cpu_us_per_req"]
 
 
+def connect_cell(tree, split="ticks"):
+    """bench/run_connect.py's round on one tree's build: connections per
+    second, and user and total CPU per connection."""
+    cell = run_connect.one_round("uringloop", 500, 10, tree_env(tree), split)
+    return cell["conn_s"], cell["user_us"], cell["user_us"] + cell["sys_us"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", required=True, help="tree with an in-place build")
@@ -97,6 +106,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--http", action="store_true", help="wrk cells instead of echo")
     parser.add_argument("--tls", action="store_true", help="TLS echo cells (bench/run_tls.py)")
+    parser.add_argument("--connect", action="store_true",
+                        help="per connection: accept, one echo, close (bench/run_connect.py)")
     parser.add_argument("--split", choices=["ticks", "perf"], default="ticks",
                         help="echo and TLS cells: user/system split as run_echo.py --split")
     parser.add_argument("--close", action="store_true",
@@ -108,6 +119,9 @@ def main():
     if args.http:
         cells = [("aiohttp", None), ("raw", None)]
         run = lambda tree, cell: http_cell(tree, cell[0], int(args.seconds), 64, args.close)
+    elif args.connect:
+        cells = [("connect", None)]
+        run = lambda tree, cell: connect_cell(tree, args.split)
     elif args.tls:
         tls = ",".join(run_tls.make_certificate(tempfile.mkdtemp()))
         cells = [("tls", int(size)) for size in (args.cells or "1024,102400").split(",")]
@@ -130,7 +144,9 @@ def main():
             for name, tree in (trees if rnd % 2 == 0 else trees[::-1]):
                 run_echo.wait_idle()
                 results.setdefault((cell, name), []).append(run(tree, cell))
-    print("| cell | req/s after/before | user us/req before -> after | total us/req before -> after |")
+    unit = "connection" if args.connect else "req"
+    print(f"| cell | {'conn' if args.connect else 'req'}/s after/before | user us/{unit} before -> after "
+          f"| total us/{unit} before -> after |")
     print("|---|---|---|---|")
     for cell in cells:
         b, a = results[(cell, "before")], results[(cell, "after")]
