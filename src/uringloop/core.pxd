@@ -139,7 +139,8 @@ cdef class RingLoop:
     cdef int arm_wakeup(self) except -1
     cdef int run_ready(self) except -1
     cdef object soon(self, object callback, tuple args)
-    cdef object ready_handle(self, object callback, tuple args, object context)
+    cdef int soon_made(self, object transport, object protocol) except -1
+    cdef object ready_handle(self, type kind, object callback, tuple args, object context)
     cdef close_ring_now(self)
     cdef close_wakeup_fd(self)
     cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args)

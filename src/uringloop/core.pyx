@@ -411,13 +411,14 @@ cdef inline void store_slot(object obj, Py_ssize_t offset, object value):
     (<PyObject **>((<char *><PyObject *>obj) + offset))[0] = <PyObject *>value
 
 
-cdef object new_handle(object callback, object args, object loop, object context):
-    """Handle(callback, args, loop, context) for a loop not in debug mode."""
+cdef object new_handle(type kind, object callback, object args, object loop, object context):
+    """kind(callback, args, loop, context) for a loop not in debug mode:
+    a Handle, or ReadingHandle (which adds no slot)."""
     if not fast_handles or Handle.__init__ is not HANDLE_INIT:
-        return Handle(callback, args, loop, context)
+        return kind(callback, args, loop, context)
     if context is None:
         context = PyContext_CopyCurrent()
-    handle = PyType_GenericAlloc(<PyTypeObject *>Handle, 0)
+    handle = PyType_GenericAlloc(<PyTypeObject *>kind, 0)
     store_slot(handle, H_CONTEXT, context)
     store_slot(handle, H_LOOP, loop)
     store_slot(handle, H_CALLBACK, callback)
@@ -448,7 +449,7 @@ cdef setup_fast_handles():
     H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT = offsets
     fast_handles = True
     loop, context, args = _NotDebugging(), contextvars.copy_context(), (1, 2)
-    made, reference = new_handle(print, args, loop, context), Handle(print, args, loop, context)
+    made, reference = new_handle(Handle, print, args, loop, context), Handle(print, args, loop, context)
     if (type(made) is not Handle or
             any(getattr(made, name) is not getattr(reference, name) for name in names)):
         fast_handles = False
@@ -464,7 +465,7 @@ class ReadingHandle(Handle):
     them; one handle is a Handle, a bound method and a turn of the ready
     queue less per connection.  Named Handle: it is the handle the stdlib
     has, in its repr and in the report of an exception connection_made()
-    raises.  Made only where new_handle() makes handles directly."""
+    raises.  Made by RingLoop.soon_made() outside debug mode."""
     __slots__ = ()
 
     def _run(self):
@@ -474,20 +475,6 @@ class ReadingHandle(Handle):
             self._args[0]._start_reading_cb()
 
 ReadingHandle.__name__ = ReadingHandle.__qualname__ = 'Handle'
-
-
-cdef object new_reading_handle(object callback, object transport, object loop):
-    """A ReadingHandle of callback(transport) in the current context
-    (new_handle(), which fast_handles allows)."""
-    handle = PyType_GenericAlloc(<PyTypeObject *>ReadingHandle, 0)
-    store_slot(handle, H_CONTEXT, PyContext_CopyCurrent())
-    store_slot(handle, H_LOOP, loop)
-    store_slot(handle, H_CALLBACK, callback)
-    store_slot(handle, H_ARGS, (transport,))
-    store_slot(handle, H_CANCELLED, False)
-    store_slot(handle, H_REPR, None)
-    store_slot(handle, H_TRACEBACK, None)
-    return handle
 
 
 cdef int run_handle(object handle) except -1:
@@ -917,13 +904,25 @@ cdef class RingLoop:
         debug mode's checks are still called."""
         if self._debug or not self.own_call_soon:
             return self.call_soon(callback, *args)
-        return self.ready_handle(callback, args, None)
+        return self.ready_handle(Handle, callback, args, None)
 
-    cdef object ready_handle(self, object callback, tuple args, object context):
-        """call_soon() outside debug mode: a Handle at the end of _ready."""
+    cdef int soon_made(self, object transport, object protocol) except -1:
+        """soon() of a new transport's protocol.connection_made(transport),
+        then of its _start_reading_cb(): one ReadingHandle where soon()
+        makes the handles itself."""
+        if self._debug or not self.own_call_soon:
+            self.call_soon(protocol.connection_made, transport)
+            self.call_soon(transport._start_reading_cb)
+        else:
+            self.ready_handle(ReadingHandle, protocol.connection_made, (transport,), None)
+        return 0
+
+    cdef object ready_handle(self, type kind, object callback, tuple args, object context):
+        """call_soon() outside debug mode: a Handle (or kind) at the end
+        of _ready."""
         if self._closed:
             raise RuntimeError('Event loop is closed')
-        handle = new_handle(callback, args, self, context)
+        handle = new_handle(kind, callback, args, self, context)
         self._ready.append(handle)
         return handle
 
@@ -940,7 +939,7 @@ cdef class RingLoop:
         if self._debug:
             return base_events.BaseEventLoop.call_soon(self, callback, *args,
                                                         context=context)
-        return self.ready_handle(callback, args, context)
+        return self.ready_handle(Handle, callback, args, context)
 
     def create_task(self, coro, **kwargs):
         """As BaseEventLoop.create_task, without its Python frame when no

@@ -1029,11 +1029,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.register()
     if server is not None:
         attach_to_server(server, tr)
-    if fast_handles and loop.own_call_soon and not loop._debug and not loop._closed:
-        loop._ready.append(new_reading_handle(protocol.connection_made, tr, loop))
-    else:
-        loop.soon(protocol.connection_made, (tr,))
-        loop.soon(tr._start_reading_cb, ())
+    loop.soon_made(tr, protocol)
     if waiter is not None:
         loop.soon(futures._set_result_unless_cancelled, (waiter, None))
     return tr
