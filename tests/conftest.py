@@ -9,6 +9,7 @@ test also ends with no loop, operation, transport, held buffer view or
 registered buffer left alive.
 """
 import asyncio
+import concurrent.futures
 import contextlib
 import gc
 import glob
@@ -280,7 +281,6 @@ class DebugRuns:
     children are killed if the session ends first."""
 
     def __init__(self, names, tmp_path_factory):
-        import concurrent.futures
         self.procs, self.stopping = set(), False
         self.lock = threading.Lock()
         self.runs = {name: DebugRun(name, tmp_path_factory.mktemp(f"debug-{name}"))

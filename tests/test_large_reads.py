@@ -258,6 +258,23 @@ def test_a_fin_right_behind_the_data_is_seen_in_direct_reads(any_loop, size):
         assert [e if isinstance(e, str) else e[0] for e in events] == ["made", "eof", "lost"]
 
 
+def fill_while_paused(proto, client, size, seed):
+    """Give the server side's socket a 16 MiB receive buffer (skips
+    without CAP_NET_ADMIN), pause its reading, and have the client send
+    `size` bytes, all of which that buffer holds; returns them."""
+    try:
+        proto.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 * MIB)
+    except PermissionError:
+        pytest.skip("SO_RCVBUFFORCE needs CAP_NET_ADMIN")
+    proto.transport.pause_reading()
+    burst = payload(size, seed=seed)
+    client.setblocking(True)
+    client.settimeout(10)
+    client.sendall(burst)
+    return burst
+
+
 def test_more_than_one_report_can_read_is_read_without_another_wakeup():
     """A direct reader reads at most 8 x 256 KiB per report, then lets the
     other connections run.  With more than that already in the socket and
@@ -267,16 +284,7 @@ def test_more_than_one_report_can_read_is_read_without_another_wakeup():
         loop = asyncio.get_running_loop()
         server, proto, client = await sink_pair(loop)
         first = await go_direct(loop, proto, client)
-        sock = proto.transport.get_extra_info("socket")
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 * MIB)
-        except PermissionError:
-            pytest.skip("SO_RCVBUFFORCE needs CAP_NET_ADMIN")
-        proto.transport.pause_reading()
-        burst = payload(5 * MIB, seed=23)
-        client.setblocking(True)
-        client.settimeout(10)
-        client.sendall(burst)          # all of it fits in the receive buffer
+        burst = fill_while_paused(proto, client, 5 * MIB, seed=23)
         client.setblocking(False)
         await asyncio.sleep(0.05)
         assert len(proto.data) == len(first)
@@ -387,16 +395,7 @@ def test_a_keyboard_interrupt_from_data_received_in_direct_reads_loses_nothing(a
         await asyncio.wait_for(_until(predicate), 10)
 
     server, proto, client, first = loop.run_until_complete(start())
-    try:
-        proto.transport.get_extra_info("socket").setsockopt(
-            socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 * MIB)
-    except PermissionError:
-        pytest.skip("SO_RCVBUFFORCE needs CAP_NET_ADMIN")
-    proto.transport.pause_reading()
-    burst = payload(3 * MIB, seed=31)
-    client.setblocking(True)
-    client.settimeout(10)
-    client.sendall(burst)           # all in the receive buffer; then silence
+    burst = fill_while_paused(proto, client, 3 * MIB, seed=31)
     proto.armed = True
     proto.transport.resume_reading()
     waiting = loop.create_task(until(lambda: False))
