@@ -27,9 +27,9 @@ cdef extern from *:
     #include <errno.h>
     /* Receive up to size bytes from fd, without blocking, into a new bytes
      * object: the kernel copies straight into the object Python gets.
-     * Returns it, shrunk to what came, with *res its length; or None with
-     * *res 0 (end of stream) or -errno; NULL (exception set) only when
-     * memory ran out. */
+     * Returns it, shrunk to what came (ul_shrink_bytes), with *res its
+     * length; or None with *res 0 (end of stream) or -errno; NULL
+     * (exception set) only when memory ran out. */
     static PyObject *ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
     {
         PyObject *b = PyBytes_FromStringAndSize(NULL, size);
@@ -45,7 +45,7 @@ cdef extern from *:
             Py_RETURN_NONE;
         }
         *res = n;
-        if (n < size && _PyBytes_Resize(&b, n) < 0)
+        if (ul_shrink_bytes(&b, n, size) < 0)
             return NULL;
         return b;
     }

@@ -331,7 +331,7 @@ cdef int tls_read_into_one(object self, TlsPath path) except -1:
         raise
     if raw != NULL:
         if got:
-            _PyBytes_Resize(&raw, got)
+            ul_shrink_bytes(&raw, got, size)
             data = <object>raw
         Py_XDECREF(raw)
     if got:
