@@ -6,6 +6,7 @@ as on the stdlib loop: every byte in order, EOF after the data, pause and
 resume, resets."""
 import asyncio
 import socket
+import time
 
 import pytest
 
@@ -408,3 +409,76 @@ def test_a_keyboard_interrupt_from_data_received_in_direct_reads_loses_nothing(a
     loop.run_until_complete(asyncio.wait_for(proto.lost, 10))
     server.close()
     loop.run_until_complete(server.wait_closed())
+
+
+# ---- a short read is made up from what came since (gathering) ----
+# A read shorter than the ones before it is followed at once by another
+# recv(2) (stream_readers.pyx, gather_want()).  What that second call
+# meets is the socket's: the end of the stream, or an error the kernel
+# reports only once -- each has to reach the protocol as on the stdlib
+# loop, after the data.
+
+class BufferedSink(asyncio.BufferedProtocol):
+    """Sink's record, through get_buffer()/buffer_updated()."""
+
+    def __init__(self):
+        self.data = bytearray()
+        self.events = []
+        self.buffer = bytearray(256 * 1024)
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.events.append("made")
+
+    def get_buffer(self, sizehint):
+        return self.buffer
+
+    def buffer_updated(self, nbytes):
+        self.data += self.buffer[:nbytes]
+
+    def eof_received(self):
+        self.events.append(("eof", len(self.data)))
+
+    def connection_lost(self, exc):
+        self.events.append(("lost", type(exc).__name__ if exc else None))
+        self.lost.set_result(None)
+
+
+@pytest.mark.parametrize("kind", [Sink, BufferedSink])
+@pytest.mark.parametrize("end", ["eof", "reset"])
+def test_the_end_met_while_making_up_a_short_read(any_loop, kind, end):
+    """Reads of 256 KiB, then 20 KiB and the end right behind them while
+    the loop is busy: the first recv(2) brings the 20 KiB, short of the
+    reads before, and the one straight after it meets the FIN or the
+    reset.  The protocol gets the data, then eof_received() or
+    ConnectionResetError, as on the stdlib loop (a reset is reported by
+    the kernel once: taken there and dropped, it became an EOF)."""
+    loop = any_loop
+
+    async def main():
+        outcomes = []
+        for i in range(6):
+            server, proto, client = await sink_pair(loop, kind)
+            first = await go_direct(loop, proto, client)
+            last = payload(20 * 1024, seed=i + 3)
+            client.setblocking(True)
+            client.sendall(last)
+            if end == "eof":
+                client.shutdown(socket.SHUT_WR)
+            else:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                  b"\x01\0\0\0\0\0\0\0")
+                client.close()
+            time.sleep(0.02)        # the loop is busy: both arrive
+            await asyncio.wait_for(proto.lost, 10)
+            outcomes.append((bytes(proto.data) == first + last, proto.events))
+            client.close()
+            server.close()
+            await server.wait_closed()
+        return outcomes
+    expected = (["made", ("eof", 256 * 1024 + 20 * 1024), ("lost", None)] if end == "eof"
+                else ["made", ("lost", "ConnectionResetError")])
+    for exact, events in loop.run_until_complete(main()):
+        assert exact
+        assert events == expected

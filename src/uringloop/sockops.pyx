@@ -25,32 +25,75 @@ cdef extern from *:
     """
     #include <sys/socket.h>
     #include <errno.h>
+    /* After a recv(2) into buf brought got bytes, fewer than want: recv(2)
+     * into the rest of buf (size bytes in all) for as long as that brings
+     * more and want is not reached.  Returns the bytes in buf now; *after
+     * is what the last call returned when it brought nothing: -EAGAIN
+     * (empty for now), 0 (end of stream) or -errno (an error, which the
+     * kernel reports once: the caller has to pass it on); 1 if none did. */
+    static Py_ssize_t ul_recv_more(int fd, char *buf, Py_ssize_t got,
+                                   Py_ssize_t size, Py_ssize_t want,
+                                   Py_ssize_t *after)
+    {
+        ssize_t more;
+        *after = 1;
+        while (got < want && got < size) {
+            do {
+                more = recv(fd, buf + got, (size_t)(size - got), MSG_DONTWAIT);
+            } while (more < 0 && errno == EINTR);
+            if (more <= 0) {
+                *after = more < 0 ? -errno : 0;
+                break;
+            }
+            got += more;
+        }
+        return got;
+    }
+
     /* Receive up to size bytes from fd, without blocking, into a new bytes
      * object: the kernel copies straight into the object Python gets.
-     * Returns it, shrunk to what came (ul_shrink_bytes), with *res its
-     * length; or None with *res 0 (end of stream) or -errno; NULL
-     * (exception set) only when memory ran out. */
-    static PyObject *ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
+     * When that recv(2) brings fewer than want bytes, ul_recv_more() into
+     * the same object follows (*first: what the first call brought;
+     * *after: as ul_recv_more's).  Returns the object, shrunk to what came
+     * (ul_shrink_bytes), with *res its length; or None with *res 0 (end of
+     * stream) or -errno; NULL (exception set) only when memory ran out. */
+    static PyObject *ul_recv_stream(int fd, Py_ssize_t size, Py_ssize_t want,
+                                    Py_ssize_t *res, Py_ssize_t *first,
+                                    Py_ssize_t *after)
     {
         PyObject *b = PyBytes_FromStringAndSize(NULL, size);
         ssize_t n;
+        *after = 1;
         if (b == NULL)
             return NULL;
         do {
             n = recv(fd, PyBytes_AS_STRING(b), (size_t)size, MSG_DONTWAIT);
         } while (n < 0 && errno == EINTR);
         if (n <= 0) {
-            *res = n < 0 ? -errno : 0;
+            *res = *first = n < 0 ? -errno : 0;
             Py_DECREF(b);
             Py_RETURN_NONE;
         }
+        *first = n;
+        n = ul_recv_more(fd, PyBytes_AS_STRING(b), n, size, want, after);
         *res = n;
         if (ul_shrink_bytes(&b, n, size) < 0)
             return NULL;
         return b;
     }
+
+    /* One recv(2): ul_recv_stream() with nothing to make up. */
+    static PyObject *ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
+    {
+        Py_ssize_t first, after;
+        return ul_recv_stream(fd, size, 0, res, &first, &after);
+    }
     """
     object ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
+    Py_ssize_t ul_recv_more(int fd, char *buf, Py_ssize_t got, Py_ssize_t size,
+                            Py_ssize_t want, Py_ssize_t *after)
+    object ul_recv_stream(int fd, Py_ssize_t size, Py_ssize_t want,
+                          Py_ssize_t *res, Py_ssize_t *first, Py_ssize_t *after)
 
 
 cdef extern from *:

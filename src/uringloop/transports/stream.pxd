@@ -1,7 +1,3 @@
-# Declarations of the stream transport (bodies in transports/stream.pyx).
-# Which reading mode and writing state each combination of these flags is,
-# and how they change: docs/design.md, "Stream transport states".
-
 # Declarations of the stream transport (bodies in transports/stream.pyx, its
 # readers in transports/stream_readers.pyx).  Its read and send states, and
 # the moves between them: docs/design.md, "Stream transport states".
@@ -94,6 +90,10 @@ cdef class StreamReader(Operation):
     cdef StreamTransport transport
     cdef int mode                    # READS_*
     cdef bint stops_at_pause         # pause_reading() cancels its request
+    # whether a short read is followed by another recv(2) (gather_want())
+    cdef unsigned char gather_score  # 0: not, but once in GATHER_PROBE
+    cdef unsigned char gather_idle   # short reads since that score was 0
+    cdef Py_ssize_t recent           # the largest recent read, less an eighth a read
 
     cdef int arm(self) except -1     # 1 when a request was written
     cdef int stop(self) except -1

@@ -91,6 +91,17 @@ cdef Py_ssize_t DIRECT_FROM = 8 * 1024
 cdef Py_ssize_t DIRECT_SMALL = 4 * 1024
 cdef unsigned DIRECT_BACK_AFTER = 16
 cdef int DIRECT_READS_PER_WAKEUP = 8
+# Gathering (stream_readers.pyx, gather_want()): a direct or buffered read
+# shorter than the reads before it is followed at once by another recv(2),
+# the rest of the peer's write being often on its way (a large write
+# reaches the socket in segments, and the wakeup comes with the first).
+# Each second recv(2) that brings more adds 2 to the reader's score, each
+# that finds the socket empty takes 1 off; at 0 it is tried once in
+# GATHER_PROBE short reads, so a stream whose reads are short for other
+# reasons pays for about one recv(2) in that many.
+cdef unsigned char GATHER_START = 4
+cdef unsigned char GATHER_MAX = 16
+cdef unsigned char GATHER_PROBE = 64
 # Direct sends (see above): write() of this many bytes or more, with
 # nothing queued, tries send(2) at once.
 cdef Py_ssize_t DIRECT_SEND_FROM = 8 * 1024

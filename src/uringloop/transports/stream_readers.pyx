@@ -39,14 +39,45 @@ cdef StreamReader new_reader(type kind, StreamTransport tr):
         reader.mode = READS_DIRECT
         reader.stops_at_pause = True        # the data waits in the socket
         (<DirectReader>reader).read_size = DIRECT_READ_SIZE
+        reader.gather_score = GATHER_START
     elif kind is BufferedReader:
         reader.mode = READS_BUFFERED
         reader.stops_at_pause = True        # it writes into the protocol's memory
+        reader.gather_score = GATHER_START
     else:
         reader.mode = READS_ZEROCOPY
         reader.stops_at_pause = True        # its pieces take room in the shared area
         (<ZeroCopyReader>reader).zcrx = tr.zcrx
     return reader
+
+
+cdef inline Py_ssize_t gather_want(StreamReader reader, Py_ssize_t want) noexcept:
+    """The size up to which a read short of `want` (reader.recent: what
+    the reads before it brought) is made up by recv(2)s straight after
+    it: `want` while the reader's score says that brings more, else 0 --
+    but `want` once in GATHER_PROBE short reads (stream.pyx, GATHER_*)."""
+    if reader.gather_score or reader.gather_idle >= GATHER_PROBE:
+        return want
+    return 0
+
+
+cdef inline void gathered(StreamReader reader, Py_ssize_t asked, Py_ssize_t first,
+                          Py_ssize_t got) noexcept:
+    """Account for a read: its first recv(2) brought `first` bytes, and
+    with those after it (if `asked`) `got` in all."""
+    cdef Py_ssize_t want = reader.recent
+    reader.recent = max(got, want - (want >> 3))
+    if first >= want:
+        return                      # not short
+    if not asked:
+        if reader.gather_idle < GATHER_PROBE:
+            reader.gather_idle += 1
+        return
+    reader.gather_idle = 0
+    if got > first:
+        reader.gather_score = min(reader.gather_score + 2, GATHER_MAX)
+    elif reader.gather_score:
+        reader.gather_score -= 1
 
 
 cdef class StreamReader(Operation):
@@ -141,9 +172,11 @@ cdef class DirectReader(StreamReader):
 
     cdef int read_now(self, unsigned events) except -1:
         """Read what the socket holds: each recv(2) into its own bytes
-        object, handed over as it is, until a short read (the socket is
-        empty, and what comes next is another wakeup) -- or, when `events`
-        has the peer's FIN or an error, until the recv(2) that reports it.
+        object (made up by more recv(2)s when short of the recent reads,
+        gather_want()), handed over as it is, until a short read (the
+        socket is empty, and what comes next is another wakeup) -- or,
+        when `events` has the peer's FIN or an error, until the recv(2)
+        that reports it.
         At most DIRECT_READS_PER_WAKEUP full reads: then the request is
         stopped and armed again, and its report of the rest comes after
         the other connections' turn.
@@ -157,7 +190,7 @@ cdef class DirectReader(StreamReader):
         read that fills it is followed by reads of DIRECT_READ_SIZE, and
         they come down again."""
         cdef StreamTransport tr = self.transport
-        cdef Py_ssize_t n = 0, size
+        cdef Py_ssize_t n = 0, size, asked, first, after
         cdef bint to_the_end = (events & (UL_POLLRDHUP | POLLHUP | POLLERR)) != 0
         cdef int i
         for i in range(DIRECT_READS_PER_WAKEUP):
@@ -166,8 +199,12 @@ cdef class DirectReader(StreamReader):
             if tr.read_state != READ_ON or tr.kept is not None:
                 return self.stop()  # paused, ended or closed meanwhile
             size = self.read_size
-            data = ul_recv_bytes(tr.fd, size, &n)
+            # a read short of the recent ones is made up from what came
+            # since, if that was worth it lately (gather_want)
+            asked = gather_want(self, self.recent)
+            data = ul_recv_stream(tr.fd, size, asked, &n, &first, &after)
             if n > 0:
+                gathered(self, asked, first, n)
                 if n < DIRECT_SMALL:
                     self.small_reads += 1
                     if self.small_reads >= DIRECT_BACK_AFTER:
@@ -183,7 +220,16 @@ cdef class DirectReader(StreamReader):
                                          size - (size >> 3))
                 else:
                     self.read_size = DIRECT_READ_SIZE
-                tr.received(data, n)
+                try:
+                    tr.received(data, n)
+                finally:
+                    if after < 0 and after != -EAGAIN:
+                        # met making up the read: the kernel reports it once
+                        tr.read_failed(<int32_t>after)
+                if after < 0 and after != -EAGAIN:
+                    return self.stop()
+                if after == 0:
+                    to_the_end = True   # the next recv(2) reports the end
                 if n < size and not to_the_end:
                     return 0        # the socket is empty for now
             elif n == 0:
@@ -222,11 +268,25 @@ cdef class BufferedReader(StreamReader):
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef StreamTransport tr = self.transport
+        cdef Py_ssize_t got = res, asked, after = 1
         try:
             if res > 0:
                 if (self.view_protocol is tr.protocol and tr.read_state == READ_ON
                         and tr.kept is None):
-                    tr.received_in_buffer(res)
+                    # short of the recent completions: made up from what
+                    # came since, if that was worth it lately (gather_want)
+                    asked = gather_want(self, self.recent)
+                    if got < asked:
+                        got = ul_recv_more(tr.fd, <char *>self.view.buf, got,
+                                           self.view.len, asked, &after)
+                    gathered(self, asked, res, got)
+                    try:
+                        tr.received_in_buffer(got)
+                    finally:
+                        if after < 0 and after != -EAGAIN:
+                            # met making up the read: the kernel reports
+                            # it once (an end is seen again by the next RECV)
+                            tr.read_failed(<int32_t>after)
                 else:
                     # the protocol was replaced meanwhile (start_tls): the
                     # data belongs to the new one; or reading was paused
