@@ -920,22 +920,28 @@ def test_what_resume_writing_writes_after_close_is_sent(any_loop):
 
 # ---- the socket object of an accepted connection ---------------------------
 
-@pytest.mark.parametrize("patched", [False, True])
+@pytest.mark.parametrize("patched", [None, "close", "__init__"])
 def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_loop, patched):
     """The loop makes an accepted connection's socket.socket and closes it
     without socket.py's Python frames (transports/base.pyx), taking the
     same steps: the socket is of the stdlib's class with its attributes set,
     and is closed (fileno() -1) once the connection is lost.  Where
-    socket.socket.close is patched, the patch is what closes it, as on the
-    selector loop."""
+    socket.socket.close or __init__ is patched, the patch is what closes
+    or makes it, as on the selector loop."""
     from unittest import mock
     loop = any_loop
     closed = []
+    made = []
     real_close = socket.socket.close
+    real_init = socket.socket.__init__
 
     def spy(self):
         closed.append(self.fileno())
         real_close(self)
+
+    def init_spy(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        made.append(self.fileno())
 
     async def main():
         made = loop.create_future()
@@ -962,9 +968,10 @@ def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_
         await server.wait_closed()
         return facts, fd, after
     if patched:
-        with mock.patch.object(socket.socket, "close", spy):
+        with mock.patch.object(socket.socket, patched,
+                               spy if patched == "close" else init_spy):
             facts, fd, after = loop.run_until_complete(main())
-        assert fd in closed
+        assert fd in (closed if patched == "close" else made)
     else:
         facts, fd, after = loop.run_until_complete(main())
     # (its gettimeout() is None here and 0.0 there, the fd non-blocking in

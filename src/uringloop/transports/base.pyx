@@ -53,32 +53,98 @@ cdef bint making_transport = False
 # takes the same steps itself -- the C socket's __init__ and the two
 # attributes; the closed flag, then the C close() unless makefile() holds
 # the socket.  A socket.socket replaced or patched (mock.patch.object(
-# socket.socket, 'close')) is called as it is.
+# socket.socket, 'close')) is called as it is.  The steps go straight to
+# the type's slots and the attributes' member descriptors (ul_socket_new,
+# ul_socket_close): made as Python calls -- __new__ looked up and called
+# with a tuple, __init__ through its wrapper, two setattrs -- they were 14%
+# of the server's user samples per connection (perf record --call-graph
+# dwarf, bench/run_connect.py's server).
 cdef object SocketClass = socket.socket
 cdef object socket_init = SocketClass.__init__
 cdef object socket_close = SocketClass.close
-cdef object c_socket_init = _socket.socket.__init__
+cdef dict socket_module_dict = socket.__dict__
+cdef dict socket_class_dict = <dict>(<PyTypeObject *>SocketClass).tp_dict
+
+cdef extern from *:
+    """
+    #include "structmember.h"   /* PyMember_GetOne/SetOne (3.11) */
+    /* socket.socket(family, type, proto, fileno) for the class as it is:
+     * its tp_new (the C socket's, inherited), the C socket's own tp_init
+     * (socket.socket's is slot_tp_init, which calls its Python __init__),
+     * then what that __init__ sets: _io_refs = 0, _closed = False, through
+     * the slots' member descriptors. */
+    static PyObject *ul_socket_new(PyTypeObject *cls, PyTypeObject *base,
+                                   PyObject *args, PyObject *io_refs,
+                                   PyObject *closed)
+    {
+        PyObject *no_args = PyTuple_New(0), *zero = PyLong_FromLong(0), *sock = NULL;
+        if (no_args == NULL || zero == NULL)
+            goto done;
+        sock = cls->tp_new(cls, no_args, NULL);
+        if (sock == NULL)
+            goto done;
+        if (base->tp_init(sock, args, NULL) < 0
+                || PyMember_SetOne((char *)sock,
+                                   ((PyMemberDescrObject *)io_refs)->d_member, zero) < 0
+                || PyMember_SetOne((char *)sock,
+                                   ((PyMemberDescrObject *)closed)->d_member,
+                                   Py_False) < 0)
+            Py_CLEAR(sock);
+    done:
+        Py_XDECREF(no_args);
+        Py_XDECREF(zero);
+        return sock;
+    }
+
+    /* socket.socket.close() as written: the closed flag, then the C
+     * close() unless makefile()'s objects still hold the socket.
+     * 1: close it (the caller calls the C close()); 0: not yet; -1: error */
+    static int ul_socket_closing(PyObject *sock, PyObject *io_refs,
+                                 PyObject *closed)
+    {
+        PyObject *refs, *zero;
+        int held;
+        if (PyMember_SetOne((char *)sock, ((PyMemberDescrObject *)closed)->d_member,
+                            Py_True) < 0)
+            return -1;
+        refs = PyMember_GetOne((char *)sock, ((PyMemberDescrObject *)io_refs)->d_member);
+        if (refs == NULL)
+            return -1;
+        zero = PyLong_FromLong(0);
+        held = zero == NULL ? -1 : PyObject_RichCompareBool(refs, zero, Py_GT);
+        Py_DECREF(refs);
+        Py_XDECREF(zero);
+        return held < 0 ? -1 : !held;
+    }
+    """
+    object ul_socket_new(PyTypeObject *cls, PyTypeObject *base, object args,
+                         object io_refs, object closed)
+    int ul_socket_closing(object sock, object io_refs, object closed) except -1
+
 cdef object c_socket_close = _socket.socket.close
+cdef object SOCKET_IO_REFS = socket_class_dict['_io_refs']      # member descriptors
+cdef object SOCKET_CLOSED = socket_class_dict['_closed']
+
+
+cdef bint socket_class_as_is(str method, object original):
+    """socket.socket is the class it was, with `method` as it was."""
+    return (PyDict_GetItem(socket_module_dict, 'socket') == <PyObject *>SocketClass
+            and PyDict_GetItem(socket_class_dict, method) == <PyObject *>original)
 
 
 cdef object new_socket_object(int family, int type, int proto, int fd):
     """socket.socket(family, type, proto, fileno=fd)."""
-    if socket.socket is not SocketClass or SocketClass.__init__ is not socket_init:
+    if not socket_class_as_is('__init__', socket_init):
         return socket.socket(family, type, proto, fileno=fd)
-    sock = SocketClass.__new__(SocketClass)
-    c_socket_init(sock, family, type, proto, fd)
-    sock._io_refs = 0
-    sock._closed = False
-    return sock
+    return ul_socket_new(<PyTypeObject *>SocketClass, <PyTypeObject *>_socket.socket,
+                         (family, type, proto, fd), SOCKET_IO_REFS, SOCKET_CLOSED)
 
 
 cdef int close_socket_object(object sock) except -1:
     """sock.close()."""
-    if type(sock) is not SocketClass or SocketClass.close is not socket_close:
+    if type(sock) is not SocketClass or not socket_class_as_is('close', socket_close):
         sock.close()
-        return 0
-    sock._closed = True
-    if sock._io_refs <= 0:
+    elif ul_socket_closing(sock, SOCKET_IO_REFS, SOCKET_CLOSED):
         c_socket_close(sock)
     return 0
 
