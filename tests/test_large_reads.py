@@ -248,15 +248,21 @@ def test_a_fin_right_behind_the_data_is_seen_in_direct_reads(any_loop, size):
             client.setblocking(True)
             client.sendall(last)
             client.shutdown(socket.SHUT_WR)
-            await asyncio.wait_for(proto.lost, 10)
-            outcomes.append((bytes(proto.data) == first + last, proto.events))
-            client.close()
-            server.close()
-            await server.wait_closed()
+            outcomes.append(await outcome(server, proto, client, first + last))
         return outcomes
     for exact, events in loop.run_until_complete(main()):
         assert exact
         assert [e if isinstance(e, str) else e[0] for e in events] == ["made", "eof", "lost"]
+
+
+async def outcome(server, proto, client, sent):
+    """Once the connection is lost: (whether the protocol got exactly
+    `sent`, its events); the client and the server closed."""
+    await asyncio.wait_for(proto.lost, 10)
+    client.close()
+    server.close()
+    await server.wait_closed()
+    return bytes(proto.data) == sent, proto.events
 
 
 def fill_while_paused(proto, client, size, seed):
@@ -471,11 +477,7 @@ def test_the_end_met_while_making_up_a_short_read(any_loop, kind, end):
                                   b"\x01\0\0\0\0\0\0\0")
                 client.close()
             time.sleep(0.02)        # the loop is busy: both arrive
-            await asyncio.wait_for(proto.lost, 10)
-            outcomes.append((bytes(proto.data) == first + last, proto.events))
-            client.close()
-            server.close()
-            await server.wait_closed()
+            outcomes.append(await outcome(server, proto, client, first + last))
         return outcomes
     expected = (["made", ("eof", 256 * 1024 + 20 * 1024), ("lost", None)] if end == "eof"
                 else ["made", ("lost", "ConnectionResetError")])
