@@ -920,14 +920,15 @@ def test_what_resume_writing_writes_after_close_is_sent(any_loop):
 
 # ---- the socket object of an accepted connection ---------------------------
 
-@pytest.mark.parametrize("patched", [None, "close", "__init__"])
+@pytest.mark.parametrize("patched", [None, "close", "__init__", "default timeout"])
 def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_loop, patched):
     """The loop makes an accepted connection's socket.socket and closes it
     without socket.py's Python frames (transports/base.pyx), taking the
     same steps: the socket is of the stdlib's class with its attributes set,
     and is closed (fileno() -1) once the connection is lost.  Where
     socket.socket.close or __init__ is patched, the patch is what closes
-    or makes it, as on the selector loop."""
+    or makes it, as on the selector loop; its timeout is 0.0, also with a
+    default timeout set (socket.setdefaulttimeout())."""
     from unittest import mock
     loop = any_loop
     closed = []
@@ -957,7 +958,8 @@ def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_
         tr = await made
         sock = tr._sock if hasattr(tr, "_sock") else tr.get_extra_info("socket")._sock
         facts = (type(sock) is socket.socket, sock.family, sock.type, sock.proto,
-                 sock._io_refs, sock._closed, os.get_blocking(sock.fileno()))
+                 sock._io_refs, sock._closed, os.get_blocking(sock.fileno()),
+                 sock.gettimeout())
         fd = sock.fileno()
         tr.close()
         for _ in range(5):
@@ -967,16 +969,21 @@ def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_
         server.close()
         await server.wait_closed()
         return facts, fd, after
-    if patched:
+    if patched == "default timeout":
+        socket.setdefaulttimeout(5.0)
+        try:
+            facts, fd, after = loop.run_until_complete(main())
+        finally:
+            socket.setdefaulttimeout(None)
+    elif patched:
         with mock.patch.object(socket.socket, patched,
                                spy if patched == "close" else init_spy):
             facts, fd, after = loop.run_until_complete(main())
         assert fd in (closed if patched == "close" else made)
     else:
         facts, fd, after = loop.run_until_complete(main())
-    # (its gettimeout() is None here and 0.0 there, the fd non-blocking in
-    # both: only get_extra_info('socket') shows it, whose gettimeout() is 0)
-    assert facts == (True, socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, 0, False, False)
+    assert facts == (True, socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, 0, False, False,
+                     0.0)
     assert after == (-1, True)
 
 

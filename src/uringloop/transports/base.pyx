@@ -133,7 +133,12 @@ cdef bint socket_class_as_is(str method, object original):
 
 
 cdef object new_socket_object(int family, int type, int proto, int fd):
-    """socket.socket(family, type, proto, fileno=fd)."""
+    """socket.socket(family, type | SOCK_NONBLOCK, proto, fileno=fd), for
+    an fd accept4(2) made non-blocking: the flag makes the object's
+    timeout 0.0, as the selector loop's setblocking(False) does, without
+    a system call (sock.type leaves it out); without it the timeout was
+    socket.getdefaulttimeout()."""
+    type |= SOCK_NONBLOCK
     if not socket_class_as_is('__init__', socket_init):
         return socket.socket(family, type, proto, fileno=fd)
     return ul_socket_new(<PyTypeObject *>SocketClass, <PyTypeObject *>_socket.socket,
