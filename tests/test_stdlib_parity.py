@@ -932,7 +932,7 @@ def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_
     from unittest import mock
     loop = any_loop
     closed = []
-    made = []
+    inited = []
     real_close = socket.socket.close
     real_init = socket.socket.__init__
 
@@ -942,7 +942,7 @@ def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_
 
     def init_spy(self, *args, **kwargs):
         real_init(self, *args, **kwargs)
-        made.append(self.fileno())
+        inited.append(self.fileno())
 
     async def main():
         made = loop.create_future()
@@ -979,7 +979,7 @@ def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_
         with mock.patch.object(socket.socket, patched,
                                spy if patched == "close" else init_spy):
             facts, fd, after = loop.run_until_complete(main())
-        assert fd in (closed if patched == "close" else made)
+        assert fd in (closed if patched == "close" else inited)
     else:
         facts, fd, after = loop.run_until_complete(main())
     assert facts == (True, socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, 0, False, False,

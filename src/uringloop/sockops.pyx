@@ -28,9 +28,10 @@ cdef extern from *:
     /* After a recv(2) into buf brought got bytes, fewer than want: recv(2)
      * into the rest of buf (size bytes in all) for as long as that brings
      * more and want is not reached.  Returns the bytes in buf now; *after
-     * is what the last call returned when it brought nothing: -EAGAIN
-     * (empty for now), 0 (end of stream) or -errno (an error, which the
-     * kernel reports once: the caller has to pass it on); 1 if none did. */
+     * is what the caller has to pass on from the last call: 0 (end of
+     * stream, which the next read sees again) or -errno (an error, which
+     * the kernel reports once); 1 for nothing (none made, or the socket
+     * empty for now). */
     static Py_ssize_t ul_recv_more(int fd, char *buf, Py_ssize_t got,
                                    Py_ssize_t size, Py_ssize_t want,
                                    Py_ssize_t *after)
@@ -42,7 +43,10 @@ cdef extern from *:
                 more = recv(fd, buf + got, (size_t)(size - got), MSG_DONTWAIT);
             } while (more < 0 && errno == EINTR);
             if (more <= 0) {
-                *after = more < 0 ? -errno : 0;
+                if (more == 0)
+                    *after = 0;
+                else if (errno != EAGAIN)
+                    *after = -errno;
                 break;
             }
             got += more;

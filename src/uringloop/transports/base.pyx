@@ -55,7 +55,7 @@ cdef bint making_transport = False
 # the socket.  A socket.socket replaced or patched (mock.patch.object(
 # socket.socket, 'close')) is called as it is.  The steps go straight to
 # the type's slots and the attributes' member descriptors (ul_socket_new,
-# ul_socket_close): made as Python calls -- __new__ looked up and called
+# ul_socket_closing): made as Python calls -- __new__ looked up and called
 # with a tuple, __init__ through its wrapper, two setattrs -- they were 14%
 # of the server's user samples per connection (perf record --call-graph
 # dwarf, bench/run_connect.py's server).

@@ -223,10 +223,10 @@ cdef class DirectReader(StreamReader):
                 try:
                     tr.received(data, n)
                 finally:
-                    if after < 0 and after != -EAGAIN:
+                    if after < 0:
                         # met making up the read: the kernel reports it once
                         tr.read_failed(<int32_t>after)
-                if after < 0 and after != -EAGAIN:
+                if after < 0:
                     return self.stop()
                 if after == 0:
                     to_the_end = True   # the next recv(2) reports the end
@@ -283,7 +283,7 @@ cdef class BufferedReader(StreamReader):
                     try:
                         tr.received_in_buffer(got)
                     finally:
-                        if after < 0 and after != -EAGAIN:
+                        if after < 0:
                             # met making up the read: the kernel reports
                             # it once (an end is seen again by the next RECV)
                             tr.read_failed(<int32_t>after)
