@@ -187,6 +187,18 @@ def test_text_writes_make_the_bytes_the_builtin_makes(any_loop, tmp_path, encodi
                                 errors='replace'))
 
 
+@pytest.mark.parametrize("mode", ['rb', 'r+b'])
+@pytest.mark.parametrize("buffering", [-1, 16, 4096])
+def test_flush_of_a_file_open_for_both_drops_its_read_ahead(any_loop, tmp_path, mode, buffering):
+    """flush() of a file open for reading and writing drops what it read
+    ahead, as the builtin's BufferedRandom does (read1() then reads a
+    buffer's worth from the position); a file open for reading only keeps
+    it.  Found by the randomized test above on a 3.12 debug run."""
+    path = tmp_path / 'f'
+    calls = [('readline', -5), ('flush',), ('read1', -5), ('flush',), ('read1', 3)]
+    run(any_loop, compare_calls(path, mode, calls, b'line\n' * 3000, buffering=buffering))
+
+
 def test_read1_after_write_reads_at_the_position(any_loop, tmp_path):
     # The builtin's BufferedRandom.read1() after a write returns the bytes
     # from before the written ones (CPython 3.11: b'ABCDEF' below, and

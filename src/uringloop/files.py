@@ -1090,13 +1090,17 @@ class AsyncFile:
             self._pos += n
 
     async def flush(self) -> None:
-        """Write out what write() buffered."""
+        """Write out what write() buffered.  A file open for reading and
+        writing (the builtin's BufferedRandom) then drops its read-ahead,
+        as the builtin's flush() does: the next read reads the file."""
         self._check_open('flush')
         if not self._take_turn():
             await self._turn()
         try:
             if self._wbuf:
                 await self._flush_unlocked()
+            if self._readable and self._writable and not self._raw:
+                self._drop_read_ahead()
         finally:
             self._end_turn()
 
