@@ -1111,6 +1111,59 @@ def test_a_connection_made_outside_debug_mode_that_runs_in_it_starts_reading(any
         loop.set_debug(False)
 
 
+# ---- running callbacks ---------------------------------------------------------
+
+def test_callbacks_run_as_handle_run_runs_them(any_loop):
+    """call_soon() and call_later() callbacks at the edges of Handle._run(),
+    which this loop does without the frame (core.pyx, run_handle()): the
+    callback runs in the handle's context; a context that is not a
+    contextvars.Context but has run() is called as Handle._run() calls it;
+    a context already entered, and a callback that raises, are reported to
+    the exception handler; a callback that empties its own handle's slots
+    runs to its end; a cancelled handle does not run."""
+    import contextvars
+    loop = any_loop
+    var = contextvars.ContextVar("var", default="unset")
+    seen = []
+    reports = _handler_calls(loop)
+
+    class DuckContext:
+        def run(self, callback, *args):
+            seen.append(("duck.run", args))
+            return callback(*args)
+
+    def record(*args):
+        seen.append((args, var.get()))
+
+    def raises():
+        raise ValueError("boom")
+
+    class Emptied:
+        def callback(self, *args):
+            del handles[0]._callback, handles[0]._args
+            seen.append(("emptied", args))
+
+    def in_context(value):
+        var.set(value)
+        return contextvars.copy_context()
+
+    entered = contextvars.copy_context()
+    handles = [loop.call_soon(Emptied().callback, 1)]
+    loop.call_soon(record, "soon", context=contextvars.copy_context().run(in_context, "a"))
+    loop.call_soon(record, "duck", context=DuckContext())
+    loop.call_soon(raises)
+    loop.call_soon(record, "entered", context=entered)
+    loop.call_soon(record, "cancelled").cancel()
+    loop.call_later(0, record, "later", context=contextvars.copy_context().run(in_context, "b"))
+    entered.run(loop.run_until_complete, asyncio.sleep(0.01))
+    assert seen == [("emptied", (1,)), (("soon",), "a"), ("duck.run", ("duck",)),
+                    (("duck",), "unset"), (("later",), "b")]
+    outcome = [(type(r["exception"]).__name__, str(r["exception"]).split(":")[0],
+                r["message"].split("(")[0].rsplit(".", 1)[-1]) for r in reports]
+    assert outcome == [("ValueError", "boom", "raises"),
+                       ("RuntimeError", "cannot enter context", "record")]
+
+
 # ---- create_future() -----------------------------------------------------------
 
 @pytest.mark.parametrize("base", [asyncio.SelectorEventLoop, uringloop.Loop])

@@ -424,6 +424,8 @@ cdef extern from "Python.h":
     object PyContext_CopyCurrent()
     int PyContext_Enter(object ctx) except -1
     int PyContext_Exit(object ctx) except -1
+    bint PyContext_CheckExact(PyObject *o)
+    bint PyTuple_CheckExact(PyObject *o)
 
 cdef Py_ssize_t H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT
 cdef bint fast_handles = False
@@ -502,10 +504,43 @@ class ReadingHandle(Handle):
 ReadingHandle.__name__ = ReadingHandle.__qualname__ = 'Handle'
 
 
+cdef inline PyObject *handle_slot(object handle, Py_ssize_t offset):
+    """What a slot of a Handle holds, borrowed (NULL when it is empty);
+    only with fast_handles, for a Handle, TimerHandle or ReadingHandle."""
+    return (<PyObject **>((<char *><PyObject *>handle) + offset))[0]
+
+
 cdef int run_handle(object handle) except -1:
     """What asyncio.Handle._run does, without its Python frame: run the
-    callback in its context, hand an exception to the exception handler."""
+    callback in its context, hand an exception to the exception handler.
+    For a Handle, TimerHandle or ReadingHandle only (run_ready()).  With
+    fast_handles, the slots are read at their offsets and the context is
+    entered here, where handle._context.run(handle._callback, *handle._args)
+    looked up four attributes and a method and built a tuple of the
+    arguments (with the _cancelled test, 3.4% of a server's user time per
+    connection); anything unusual in them (an empty slot, a context or
+    arguments of another type) takes that line as it is."""
+    cdef PyObject *context_slot
+    cdef PyObject *callback_slot
+    cdef PyObject *args_slot
+    cdef object context, callback
     try:
+        if fast_handles:
+            context_slot = handle_slot(handle, H_CONTEXT)
+            callback_slot = handle_slot(handle, H_CALLBACK)
+            args_slot = handle_slot(handle, H_ARGS)
+            if (context_slot != NULL and callback_slot != NULL and args_slot != NULL
+                    and PyContext_CheckExact(context_slot) and PyTuple_CheckExact(args_slot)):
+                # references of our own: the callback may cancel its handle,
+                # which (in debug mode) empties these slots
+                context, callback = <object>context_slot, <object>callback_slot
+                args = <tuple>args_slot
+                PyContext_Enter(context)
+                try:
+                    callback(*args)
+                finally:
+                    PyContext_Exit(context)
+                return 0
         handle._context.run(handle._callback, *handle._args)
     except (SystemExit, KeyboardInterrupt):
         raise
@@ -517,6 +552,18 @@ cdef int run_handle(object handle) except -1:
             context['source_traceback'] = handle._source_traceback
         handle._loop.call_exception_handler(context)
     return 0
+
+
+cdef inline bint handle_cancelled(object handle) except -1:
+    """handle._cancelled, true or not, for a handle run_handle() runs."""
+    cdef PyObject *flag
+    if fast_handles:
+        flag = handle_slot(handle, H_CANCELLED)
+        if flag == <PyObject *>False:
+            return False
+        if flag == <PyObject *>True:
+            return True
+    return bool(handle._cancelled)
 
 
 cdef extern from "Python.h":
@@ -1049,7 +1096,11 @@ cdef class RingLoop:
         cdef double t0, dt
         for i in range(ntodo):
             handle = ready.popleft()
-            if handle._cancelled:
+            kind = type(handle)
+            if kind is Handle or kind is TimerHandle or kind is ReadingHandle:
+                if handle_cancelled(handle):
+                    continue
+            elif handle._cancelled:
                 continue
             if self._debug:
                 try:
@@ -1062,9 +1113,9 @@ cdef class RingLoop:
                                        base_events._format_handle(handle), dt)
                 finally:
                     self._current_handle = None
-            elif type(handle) is Handle or type(handle) is TimerHandle:
+            elif kind is Handle or kind is TimerHandle:
                 run_handle(handle)
-            elif type(handle) is ReadingHandle:
+            elif kind is ReadingHandle:
                 try:
                     run_handle(handle)
                 finally:
