@@ -53,7 +53,7 @@ from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBuffer_Fill
                              PyBUF_STRIDES)
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.exc cimport PyErr_CheckSignals
-from cpython.dict cimport PyDict_GetItem
+from cpython.dict cimport PyDict_GetItemWithError
 from cpython.weakref cimport PyWeakref_NewRef
 from posix.stat cimport struct_stat, stat as c_stat, S_ISSOCK
 from posix.unistd cimport unlink as c_unlink
@@ -965,7 +965,7 @@ cdef class RingLoop:
             return self.time()
         dictptr = _PyObject_GetDictPtr(self)
         if (dictptr != NULL and dictptr[0] != NULL
-                and PyDict_GetItem(<object>dictptr[0], 'time') != NULL):
+                and PyDict_GetItemWithError(<object>dictptr[0], 'time') != NULL):
             return self.time()
         return monotonic()
 

@@ -126,10 +126,12 @@ cdef object SOCKET_IO_REFS = socket_class_dict['_io_refs']      # member descrip
 cdef object SOCKET_CLOSED = socket_class_dict['_closed']
 
 
-cdef bint socket_class_as_is(str method, object original):
-    """socket.socket is the class it was, with `method` as it was."""
-    return (PyDict_GetItem(socket_module_dict, 'socket') == <PyObject *>SocketClass
-            and PyDict_GetItem(socket_class_dict, method) == <PyObject *>original)
+cdef bint socket_class_as_is(str method, object original) except -1:
+    """socket.socket is the class it was, with `method` as it was.  (The
+    lookups are PyDict_GetItemWithError's: PyDict_GetItem saves and
+    restores the thread's exception around each.)"""
+    return (PyDict_GetItemWithError(socket_module_dict, 'socket') == <PyObject *>SocketClass
+            and PyDict_GetItemWithError(socket_class_dict, method) == <PyObject *>original)
 
 
 cdef object new_socket_object(int family, int type, int proto, int fd):

@@ -137,6 +137,9 @@ SEND_MOVES[SEND_OWED] = (1 << SEND_IDLE) | (1 << SEND_SENDING) | (1 << SEND_ZERO
 SEND_MOVES[SEND_SENDING] = (1 << SEND_IDLE) | (1 << SEND_SENDING) | (1 << SEND_ZEROCOPY)
 SEND_MOVES[SEND_ZEROCOPY] = (1 << SEND_IDLE) | (1 << SEND_SENDING) | (1 << SEND_ZEROCOPY)
 
+# (looked up once: take_protocol() runs for every connection)
+cdef object BUFFERED_PROTOCOL = protocols.BufferedProtocol
+
 # get_extra_info('reading')['mode'], by StreamReader.mode
 READ_MODE_NAMES = ('ring', 'direct', 'buffered', 'zerocopy')
 
@@ -473,7 +476,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int take_protocol(self, object protocol) except -1:
         """set_protocol(); a new transport's first protocol too
         (new_stream_transport), without a Python-level call."""
-        buffered = isinstance(protocol, protocols.BufferedProtocol)
+        buffered = isinstance(protocol, BUFFERED_PROTOCOL)
         if (self.reader is not None and buffered != self.buffered_protocol
                 and self.reader.mode != READS_ZEROCOPY):
             # the armed request is of the other kind: it ends, and the next
