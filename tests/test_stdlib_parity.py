@@ -1164,6 +1164,38 @@ def test_callbacks_run_as_handle_run_runs_them(any_loop):
                        ("RuntimeError", "cannot enter context", "record")]
 
 
+def test_call_soon_calls_a_patched_handle_init_while_it_is_patched(any_loop, monkeypatch):
+    """call_soon() makes its Handle through Handle.__init__ while a patch
+    replaces it, and not before or after (this loop stores the slots itself
+    while the class's version tag says __init__ is the stdlib's)."""
+    loop = any_loop
+    made, ran = [], []
+    original = asyncio.Handle.__init__
+
+    def init(self, callback, *args, **kwargs):
+        made.append(callback.__name__)
+        original(self, callback, *args, **kwargs)
+
+    def before():
+        ran.append("before")
+
+    def during():
+        ran.append("during")
+
+    def after():
+        ran.append("after")
+
+    loop.call_soon(before)
+    loop.run_until_complete(asyncio.sleep(0))
+    monkeypatch.setattr(asyncio.Handle, "__init__", init)
+    loop.call_soon(during)
+    monkeypatch.undo()
+    loop.call_soon(after)
+    loop.run_until_complete(asyncio.sleep(0))
+    assert made == ["during"]
+    assert ran == ["before", "during", "after"]
+
+
 # ---- create_future() -----------------------------------------------------------
 
 @pytest.mark.parametrize("base", [asyncio.SelectorEventLoop, uringloop.Loop])

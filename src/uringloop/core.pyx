@@ -426,10 +426,34 @@ cdef extern from "Python.h":
     int PyContext_Exit(object ctx) except -1
     bint PyContext_CheckExact(PyObject *o)
     bint PyTuple_CheckExact(PyObject *o)
+    PyObject *PY_TRUE "Py_True"
+    PyObject *PY_FALSE "Py_False"
+    ctypedef struct PyTypeVersion "PyTypeObject":
+        unsigned long tp_flags
+        unsigned int tp_version_tag
+    unsigned long Py_TPFLAGS_VALID_VERSION_TAG
 
 cdef Py_ssize_t H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT
 cdef bint fast_handles = False
 HANDLE_INIT = Handle.__init__
+# Handle's type version tag when its __init__ was last seen to be
+# HANDLE_INIT: any assignment to the class (a patch) changes the tag, so
+# while it is the same, the lookup of Handle.__init__ need not be made
+cdef unsigned int handle_init_tag = 0
+
+
+cdef inline bint handle_init_as_is() except -1:
+    """Handle.__init__ is the stdlib's."""
+    global handle_init_tag
+    cdef PyTypeVersion *t = <PyTypeVersion *><PyObject *>Handle
+    if (handle_init_tag != 0 and t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG
+            and t.tp_version_tag == handle_init_tag):
+        return True
+    if Handle.__init__ is not HANDLE_INIT:
+        return False
+    # (the lookup gave the type a valid tag, unless the tags ran out)
+    handle_init_tag = t.tp_version_tag if t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG else 0
+    return True
 
 
 cdef inline void store_slot(object obj, Py_ssize_t offset, object value):
@@ -441,7 +465,7 @@ cdef inline void store_slot(object obj, Py_ssize_t offset, object value):
 cdef object new_handle(type kind, object callback, object args, object loop, object context):
     """kind(callback, args, loop, context) for a loop not in debug mode:
     a Handle, or ReadingHandle (which adds no slot)."""
-    if not fast_handles or Handle.__init__ is not HANDLE_INIT:
+    if not fast_handles or not handle_init_as_is():
         return kind(callback, args, loop, context)
     if context is None:
         context = PyContext_CopyCurrent()
@@ -504,6 +528,22 @@ class ReadingHandle(Handle):
 ReadingHandle.__name__ = ReadingHandle.__qualname__ = 'Handle'
 
 
+# The loop's _ready is the deque BaseEventLoop.__init__ made: its methods
+# are called as the functions they are, without a lookup on the instance
+cdef object DEQUE = collections.deque
+cdef object DEQUE_APPEND = collections.deque.append
+cdef object DEQUE_POPLEFT = collections.deque.popleft
+
+
+cdef inline int ready_append(object ready, object handle) except -1:
+    """ready.append(handle), for the loop's _ready."""
+    if type(ready) is DEQUE:
+        DEQUE_APPEND(ready, handle)
+    else:
+        ready.append(handle)
+    return 0
+
+
 cdef inline PyObject *handle_slot(object handle, Py_ssize_t offset):
     """What a slot of a Handle holds, borrowed (NULL when it is empty);
     only with fast_handles, for a Handle, TimerHandle or ReadingHandle."""
@@ -559,9 +599,9 @@ cdef inline bint handle_cancelled(object handle) except -1:
     cdef PyObject *flag
     if fast_handles:
         flag = handle_slot(handle, H_CANCELLED)
-        if flag == <PyObject *>False:
+        if flag == PY_FALSE:
             return False
-        if flag == <PyObject *>True:
+        if flag == PY_TRUE:
             return True
     return bool(handle._cancelled)
 
@@ -995,7 +1035,7 @@ cdef class RingLoop:
         if self._closed:
             raise RuntimeError('Event loop is closed')
         handle = new_handle(kind, callback, args, self, context)
-        self._ready.append(handle)
+        ready_append(self._ready, handle)
         return handle
 
     def create_future(self):
@@ -1087,15 +1127,16 @@ cdef class RingLoop:
                     break
                 handle = heapq.heappop(scheduled)
                 handle._scheduled = False
-                self._ready.append(handle)
+                ready_append(self._ready, handle)
             handle = None
 
     cdef int run_ready(self) except -1:
         cdef object ready = self._ready
         cdef Py_ssize_t i, ntodo = len(ready)
         cdef double t0, dt
+        cdef bint is_deque = type(ready) is DEQUE
         for i in range(ntodo):
-            handle = ready.popleft()
+            handle = DEQUE_POPLEFT(ready) if is_deque else ready.popleft()
             kind = type(handle)
             if kind is Handle or kind is TimerHandle or kind is ReadingHandle:
                 if handle_cancelled(handle):

@@ -92,7 +92,7 @@ cdef class FdWatch(Operation):
                 'handle': self.handle,
             })
             return 0
-        self.loop._ready.append(self.fire_handle)
+        ready_append(self.loop._ready, self.fire_handle)
         return 0
 
     def _fire(self):
