@@ -1196,6 +1196,83 @@ def test_call_soon_calls_a_patched_handle_init_while_it_is_patched(any_loop, mon
     assert ran == ["before", "during", "after"]
 
 
+# ---- run_forever() and _run_once() -------------------------------------------
+
+def _iterations_seen(loop, wrap_at):
+    """How many times a _run_once set on the loop (at the start, or from a
+    task once it runs) is called while a task makes 20 sleep(0)s."""
+    calls = []
+    original = loop._run_once
+
+    def counting():
+        calls.append(1)
+        original()
+
+    async def main():
+        if wrap_at == "running":
+            loop._run_once = counting
+        for _ in range(20):
+            await asyncio.sleep(0)
+    if wrap_at == "start":
+        loop._run_once = counting
+    try:
+        loop.run_until_complete(main())
+    finally:
+        del loop._run_once
+    return len(calls)
+
+
+@pytest.mark.parametrize("wrap_at", ["start", "running"])
+def test_a_run_once_set_on_the_loop_is_called_every_iteration(any_loop, wrap_at):
+    """A _run_once set on the loop (a monitor timing iterations does so),
+    before run_until_complete() or from a callback while it runs, is
+    called for every iteration: uringloop's own _run_once runs iterations
+    until stop() only while nothing replaces it (core.pyx, _run_once)."""
+    assert _iterations_seen(any_loop, wrap_at) >= 20
+
+
+@pytest.mark.parametrize("base", [asyncio.SelectorEventLoop, uringloop.Loop])
+def test_a_subclass_run_once_is_called_every_iteration(base):
+    class Counting(base):
+        iterations = 0
+
+        def _run_once(self):
+            self.iterations += 1
+            super()._run_once()
+
+    async def main():
+        for _ in range(20):
+            await asyncio.sleep(0)
+    loop = Counting()
+    try:
+        loop.run_until_complete(main())
+        assert loop.iterations >= 20
+    finally:
+        loop.close()
+
+
+def test_a_python_signal_handler_runs_while_the_loop_waits(any_loop):
+    """A signal.signal() handler (not the loop's) runs while the loop is in
+    its wait, as the stdlib's select() retries after running it; the
+    exception it raises ends run_until_complete()."""
+    import signal
+
+    class Alarm(Exception):
+        pass
+
+    def on_alarm(signum, frame):
+        raise Alarm
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Alarm):
+            any_loop.run_until_complete(asyncio.sleep(10))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 # ---- create_future() -----------------------------------------------------------
 
 @pytest.mark.parametrize("base", [asyncio.SelectorEventLoop, uringloop.Loop])

@@ -86,6 +86,7 @@ cdef class RingLoop:
     cdef bint own_futures         # no subclass defines create_future()
     cdef bint own_call_soon       # no subclass defines call_soon() (soon())
     cdef int owner_pid
+    cdef bint batch_iterations    # in run_forever(): _run_once() runs until stop
     cdef ul_loop_counts *counts   # debug.h: this loop's live transports
 
     # BaseEventLoop's own state, kept in C slots for the run loop
@@ -137,6 +138,8 @@ cdef class RingLoop:
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1
     cdef double clock(self) except? -1.0
     cdef int arm_wakeup(self) except -1
+    cdef int run_once(self) except -1
+    cdef bint run_once_is_ours(self) except -1
     cdef int run_ready(self) except -1
     cdef object soon(self, object callback, tuple args)
     cdef int soon_made(self, object transport, object protocol) except -1
