@@ -1,5 +1,6 @@
 """Every benchmark in one command: echo (with its plot), connection cost,
-aiohttp under wrk, zero-copy, a datagram burst.  Results and tables go to bench/results/
+the cost of a callback and a task step, aiohttp under wrk, zero-copy, a
+datagram burst.  Results and tables go to bench/results/
 (connection cost: printed).  About 14 minutes.
 
     python3 bench/run_all.py [--quick]
@@ -23,6 +24,7 @@ def main():
     failed |= run("run_echo.py", *(["--quick"] if quick else []))
     failed |= run("plot.py")
     failed |= run("run_connect.py", *(["--rounds", "1", "--batches", "4"] if quick else []))
+    failed |= run("run_callbacks.py", *(["--rounds", "1", "--batches", "500"] if quick else []))
     if shutil.which("wrk"):
         failed |= run("run_http.py", *(["--rounds", "1", "--seconds", "3"] if quick else []))
     else:
