@@ -288,6 +288,60 @@ def test_protocol_callbacks_see_the_context_of_their_creation():
     assert ours == reference
 
 
+def _buffered_context_scenario(loop, accepted):
+    """What a BufferedProtocol's callbacks see of a ContextVar set before
+    its connection was made (and set again in connection_made(), which
+    runs in a copy of its own): get_buffer() is where uringloop arms its
+    first read."""
+    seen = []
+
+    class Recorder(asyncio.BufferedProtocol):
+        def connection_made(self, transport):
+            self.transport = transport
+            seen.append(("connection_made", request_id.get()))
+            request_id.set("changed in connection_made")
+
+        def get_buffer(self, sizehint):
+            seen.append(("get_buffer", request_id.get()))
+            return bytearray(65536)
+
+        def buffer_updated(self, nbytes):
+            seen.append(("buffer_updated", request_id.get()))
+            self.transport.close()
+
+        def connection_lost(self, exc):
+            seen.append(("connection_lost", request_id.get()))
+            done.set_result(None)
+
+    async def main():
+        nonlocal done
+        done = loop.create_future()
+        request_id.set("made-ctx")
+        if accepted:
+            server = await loop.create_server(Recorder, "127.0.0.1", 0)
+            peer = socket.create_connection(server.sockets[0].getsockname())
+        else:
+            mine, peer = socket.socketpair()
+            await loop.create_connection(Recorder, sock=mine)
+        request_id.set("after")
+        peer.send(b"ping")
+        await asyncio.wait_for(done, 5)
+        peer.close()
+        if accepted:
+            server.close()
+            await server.wait_closed()
+    done = None
+    loop.run_until_complete(main())
+    return sorted(set(seen))
+
+
+@pytest.mark.parametrize("accepted", [True, False], ids=["accepted", "connected"])
+def test_buffered_protocol_reads_see_the_context_of_their_creation(any_loop, accepted):
+    assert _buffered_context_scenario(any_loop, accepted) == [
+        ("buffer_updated", "made-ctx"), ("connection_lost", "made-ctx"),
+        ("connection_made", "made-ctx"), ("get_buffer", "made-ctx")]
+
+
 # ---- socket families beyond IPv4, IPv6 and Unix ------------------------------
 
 import struct

@@ -1204,7 +1204,7 @@ cdef class RingLoop:
                 try:
                     run_handle(handle)
                 finally:
-                    (<StreamTransport>handle._args[0]).start_reading()
+                    (<StreamTransport>handle._args[0]).start_reading_in_context()
             else:
                 handle._run()
         return 0

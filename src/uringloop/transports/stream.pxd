@@ -56,6 +56,7 @@ cdef class StreamTransport(BaseTransport):
 
     # reading (what the readers call)
     cdef int set_read_state(self, int state) except -1
+    cdef int start_reading_in_context(self) except -1
     cdef int start_reading(self) except -1
     cdef int stop_reading(self) except -1
     cdef int switch_reader(self, StreamReader reader) except -1

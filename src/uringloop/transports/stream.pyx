@@ -494,7 +494,29 @@ cdef class StreamTransport(BaseTransport):
         return 0
 
     def _start_reading_cb(self):
-        self.start_reading()
+        self.start_reading_in_context()
+
+    cdef int start_reading_in_context(self) except -1:
+        """The first start_reading(), run in the transport's context, as
+        its completions are: arming a BufferedProtocol's request calls its
+        get_buffer(), and the stdlib's reads all run in a copy of the
+        context the transport was made in.  (From the ReadingHandle, after
+        connection_made(), it ran in whatever context the loop was run
+        in: uvloop's test_context caught get_buffer() seeing another
+        value of a variable the first time.)"""
+        cdef bint entered = False
+        if self.context is not None:
+            try:
+                PyContext_Enter(self.context)
+                entered = True
+            except RuntimeError:
+                pass        # already entered: a nested run in that context
+        try:
+            self.start_reading()
+        finally:
+            if entered:
+                PyContext_Exit(self.context)
+        return 0
 
     # -- writing ------------------------------------------------------------
 
