@@ -159,6 +159,26 @@ cdef inline char *chunk_ptr(object chunk):
     return <char *>(<ZeroCopyFuture>chunk).view.buf
 
 
+cdef extern from "Python.h":
+    object PySequence_ITEM(object o, Py_ssize_t i)
+
+
+cdef inline Py_ssize_t queue_len(object queue):
+    """len() of a transport's write queue, 0 while it has none (None: no
+    sender lent).  The queue is the deque lend_sender() made, which keeps
+    its length in ob_size: its truth test through PyObject_IsTrue and its
+    len() were 2% of a 1 KiB echo server's user samples."""
+    if queue is None:
+        return 0
+    return Py_SIZE(queue)
+
+
+cdef inline object queue_at(object queue, Py_ssize_t i):
+    """queue[i], 0 <= i < queue_len(queue), through the deque's own item
+    slot (Cython's generic indexing first tries lists and tuples: 1.7%)."""
+    return PySequence_ITEM(queue, i)
+
+
 cdef inline Py_ssize_t chunk_len(object chunk):
     if type(chunk) is bytes:
         return len(<bytes>chunk)
@@ -175,8 +195,8 @@ cdef class StreamSend(Operation):
         """A SEND of the transport's head chunk, or a SENDMSG of the chunks
         queued from it (queue_batch); held until the completion."""
         cdef StreamTransport tr = self.transport
-        cdef Py_ssize_t n = len(tr.write_queue)
-        head = tr.write_queue[0]
+        cdef Py_ssize_t n = queue_len(tr.write_queue)
+        head = queue_at(tr.write_queue, 0)
         if n == 1:
             self.held = head
             ul_prep_send(self.loop.sqe_for(self), tr.fd, chunk_ptr(head) + tr.head_offset,
@@ -613,7 +633,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int flush_sends(self) except -1:
         if self.send_state != SEND_OWED:
             return 0            # sent or dropped meanwhile (send_owed_now, stop_io)
-        if self.write_queue and not self.conn_lost and self.loop.ring.open:
+        if queue_len(self.write_queue) and not self.conn_lost and self.loop.ring.open:
             return self.submit_send()
         self.set_send_state(SEND_IDLE)
         return return_sender(self)
@@ -622,7 +642,7 @@ cdef class StreamTransport(BaseTransport):
         """Write the request for the head of the queue: a SEND_ZC or
         SENDMSG_ZC where the zero-copy policy wants one, else the lent
         StreamSend's SEND or SENDMSG."""
-        head = self.write_queue[0]
+        head = queue_at(self.write_queue, 0)
         if self.zc.wants(head, chunk_len(head) - self.head_offset):
             return self.submit_send_zc(head)
         self.set_send_state(SEND_SENDING)
@@ -650,7 +670,7 @@ cdef class StreamTransport(BaseTransport):
             # refused before it sent a byte: the policy turned zero-copy
             # off (or skips it once), and the queue goes again
             self.op_finished()
-            if self.write_queue and not self.conn_lost:
+            if queue_len(self.write_queue) and not self.conn_lost:
                 return self.submit_send()
             self.set_send_state(SEND_IDLE)
             return return_sender(self)
@@ -667,7 +687,7 @@ cdef class StreamTransport(BaseTransport):
 
     cdef int send_result(self, int32_t res, bint zerocopy) except -1:
         self.op_finished()
-        if self.conn_lost and not self.write_queue:
+        if self.conn_lost and not queue_len(self.write_queue):
             return self.set_send_state(SEND_IDLE)     # aborted: the queue was dropped
         if res < 0:
             if res == -EAGAIN:
@@ -680,13 +700,13 @@ cdef class StreamTransport(BaseTransport):
             self.zc.plain_sends += 1
             self.zc.plain_bytes += res
         sent_from_queue(self, res)
-        if self.write_queue:
+        if queue_len(self.write_queue):
             self.submit_send()
             self.maybe_resume_protocol()
             return 0
         self.set_send_state(SEND_IDLE)
         self.maybe_resume_protocol()
-        if self.write_queue:
+        if queue_len(self.write_queue):
             # resume_writing() wrote again (the stdlib's _write_ready: "may
             # append to buffer"); its send is owed.  A closing transport
             # sends that too before it goes: SSLProtocol writes the records
@@ -748,7 +768,7 @@ cdef class StreamTransport(BaseTransport):
         if self.closing or self.eof_written:
             return
         self.eof_written = True
-        if self.send_state == SEND_IDLE and not self.write_queue:
+        if self.send_state == SEND_IDLE and not queue_len(self.write_queue):
             self.sock.shutdown(socket.SHUT_WR)
 
     def can_write_eof(self):
@@ -758,7 +778,7 @@ cdef class StreamTransport(BaseTransport):
         if self.empty_waiter is not None:
             raise RuntimeError("Empty waiter is already set")
         self.empty_waiter = self.loop.create_future()
-        if not self.write_queue:
+        if not queue_len(self.write_queue):
             self.empty_waiter.set_result(None)
         return self.empty_waiter
 
@@ -797,7 +817,7 @@ cdef class StreamTransport(BaseTransport):
         # close_notify (CPython's test_remote_shutdown_receives_trailing_data
         # hung in 1 to 5 runs of 25).
         self.maybe_resume_protocol()
-        if not self.write_queue and self.send_state == SEND_IDLE:
+        if not queue_len(self.write_queue) and self.send_state == SEND_IDLE:
             self.conn_lost += 1
             self.loop.soon(self._call_connection_lost, (None,))
 
@@ -861,11 +881,11 @@ cdef class StreamTransport(BaseTransport):
 cdef Py_ssize_t queue_batch(StreamTransport tr, Py_ssize_t n):
     """How many of the n queued chunks one SENDMSG takes: up to MAX_IOV,
     and no more than SEND_BATCH_BYTES once the first is in."""
-    cdef Py_ssize_t i = 1, total = chunk_len(tr.write_queue[0]) - tr.head_offset
+    cdef Py_ssize_t i = 1, total = chunk_len(queue_at(tr.write_queue, 0)) - tr.head_offset
     if n > MAX_IOV:
         n = MAX_IOV
     while i < n and total < SEND_BATCH_BYTES:
-        total += chunk_len(tr.write_queue[i])
+        total += chunk_len(queue_at(tr.write_queue, i))
         i += 1
     return i
 
@@ -877,7 +897,7 @@ cdef list queue_message(StreamTransport tr, msghdr *msg, iovec *iov, Py_ssize_t 
     cdef Py_ssize_t i
     cdef list chunks = []
     for i in range(n):
-        chunk = tr.write_queue[i]
+        chunk = queue_at(tr.write_queue, i)
         chunks.append(chunk)
         iov[i].iov_base = chunk_ptr(chunk)
         iov[i].iov_len = chunk_len(chunk)
@@ -899,7 +919,7 @@ cdef int sent_from_queue(StreamTransport tr, Py_ssize_t n) except -1:
     next."""
     tr.write_buffer_size -= n
     while n > 0:
-        chunk = tr.write_queue[0]
+        chunk = queue_at(tr.write_queue, 0)
         if n >= chunk_len(chunk) - tr.head_offset:
             n -= chunk_len(chunk) - tr.head_offset
             tr.head_offset = 0
@@ -923,8 +943,8 @@ cdef object send_owed_now(StreamTransport tr):
     in order: a zero-copy chunk stops it.  Returns the error send(2)
     gave (the peer reset the connection), or None."""
     cdef Py_ssize_t left, sent
-    while tr.write_queue:
-        chunk = tr.write_queue[0]
+    while queue_len(tr.write_queue):
+        chunk = queue_at(tr.write_queue, 0)
         if type(chunk) is not bytes:
             break
         left = len(<bytes>chunk) - tr.head_offset
@@ -937,7 +957,7 @@ cdef object send_owed_now(StreamTransport tr):
         sent_from_queue(tr, sent)
         if sent != left:
             break
-    if not tr.write_queue:
+    if not queue_len(tr.write_queue):
         # nothing left for the owed request: flush_sends() skips it
         tr.set_send_state(SEND_IDLE)
         return_sender(tr)
@@ -969,7 +989,7 @@ cdef int lend_sender(StreamTransport tr) except -1:
 cdef int return_sender(StreamTransport tr) except -1:
     """Return the StreamSend once nothing is queued or in flight."""
     cdef StreamSend op = tr.send_op
-    if op is None or tr.send_state != SEND_IDLE or op.in_flight or tr.write_queue:
+    if op is None or tr.send_state != SEND_IDLE or op.in_flight or queue_len(tr.write_queue):
         return 0
     tr.send_op = None
     tr.write_queue = None
