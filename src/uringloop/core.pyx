@@ -433,6 +433,19 @@ cdef extern from "Python.h":
         unsigned int tp_version_tag
     unsigned long Py_TPFLAGS_VALID_VERSION_TAG
 
+cdef inline bint enter_context(object context) except -1:
+    """Enter the context a transport's (or server's) work runs in: True
+    when entered, for the caller to exit; False for None, or a context
+    already entered (a reap nested in its own callback), which is kept."""
+    if context is None:
+        return False
+    try:
+        PyContext_Enter(context)
+    except RuntimeError:
+        return False
+    return True
+
+
 cdef Py_ssize_t H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT
 cdef bint fast_handles = False
 HANDLE_INIT = Handle.__init__
@@ -971,16 +984,9 @@ cdef class RingLoop:
             self.ops_in_flight -= 1
         try:
             if not self.draining:
-                if context is not None:
-                    # protocol callbacks run in their transport's (or
-                    # server's) context, as the stdlib's reader handles
-                    # do (a context already entered -- a reap nested in
-                    # its own callback -- is simply kept)
-                    try:
-                        PyContext_Enter(context)
-                        entered = True
-                    except RuntimeError:
-                        pass
+                # protocol callbacks run in their transport's (or
+                # server's) context, as the stdlib's reader handles do
+                entered = enter_context(context)
                 op.complete(res, flags)
             elif final:
                 op.drained(res, flags)

@@ -524,13 +524,7 @@ cdef class StreamTransport(BaseTransport):
         connection_made(), it ran in whatever context the loop was run
         in: uvloop's test_context caught get_buffer() seeing another
         value of a variable the first time.)"""
-        cdef bint entered = False
-        if self.context is not None:
-            try:
-                PyContext_Enter(self.context)
-                entered = True
-            except RuntimeError:
-                pass        # already entered: a nested run in that context
+        cdef bint entered = enter_context(self.context)
         try:
             self.start_reading()
         finally:
