@@ -231,6 +231,11 @@ class AsyncTextFile:
         self._check_open()
         size = _size(size)
         self._get_decoder()
+        if size == 0 and self._decoded:
+            # the builtin reads a chunk only when it holds no text at all,
+            # taken or not: here it returns at once (a tell() afterwards
+            # shows the difference, at the end of a file)
+            return ''
         scanned = 0
         eof = False
         while True:
