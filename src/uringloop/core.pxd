@@ -105,6 +105,7 @@ cdef class RingLoop:
     cdef object spare_sends       # idle StreamSends, linked by next_spare (stream.pyx, writing)
     cdef Py_ssize_t spare_send_count
     cdef list send_flushes        # transports whose flush_sends() runs before the enter
+    cdef list spare_flushes       # the other list flush_sends() swaps in (empty)
     cdef unsigned links_submitted # chained sends prepared since the last enter
     cdef int64_t spin_ns          # busy polling before a sleep (0: off)
     cdef int64_t last_wait_ns     # how long the last wait for completions took
@@ -140,6 +141,7 @@ cdef class RingLoop:
     cdef int arm_wakeup(self) except -1
     cdef int run_once(self) except -1
     cdef bint run_once_is_ours(self) except -1
+    cdef unsigned int run_once_tag    # the class version run_once_is_ours() last looked up
     cdef int run_ready(self) except -1
     cdef object soon(self, object callback, tuple args)
     cdef int soon_made(self, object transport, object protocol) except -1
