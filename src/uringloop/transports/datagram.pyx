@@ -105,7 +105,7 @@ cdef class DatagramSend(Operation):
         cdef bint fixed = type(data) is ZeroCopyFuture and (<ZeroCopyFuture>data).buf_index >= 0
         cdef unsigned zc_flags = IORING_SEND_ZC_REPORT_USAGE if tr.zc.report_usage else 0
         cdef int msg_flags = MSG_NOSIGNAL | MSG_DONTWAIT
-        self.zerocopy = tr.zc.wants(data, self.iov.iov_len)
+        self.zerocopy = tr.zc.wants(data, self.iov.iov_len, tr.zc.plain_bytes)
         sqe = self.loop.sqe_for(self)
         # SEND and SEND_ZC with the address in the SQE (6.1): no msghdr for
         # the kernel to copy in, unlike SENDMSG (measured: its header and
@@ -335,7 +335,7 @@ cdef class DatagramTransport(BaseTransport):
                 logger.warning('socket.send() raised exception.')
             self.conn_lost += 1
             return
-        if not self.write_queue and not self.flush_scheduled and not self.zc.wants(data, size):
+        if not self.write_queue and not self.flush_scheduled and not self.zc.wants(data, size, self.zc.plain_bytes):
             if self.send_now(<bytes>data, addr):
                 self.schedule_flush()
                 return

@@ -51,6 +51,9 @@ cdef class StreamTransport(BaseTransport):
     cdef ZcSend zc_send_op           # the SEND_ZC in flight (until its first CQE)
     cdef object empty_waiter         # future resolved when the queue drains
     cdef ZeroCopyPolicy zc
+    cdef bint zc_maybe               # zc.active(): write() and sends ask zc only then
+    cdef Py_ssize_t plain_sends      # sends without zero-copy (send(2), SEND, SENDMSG)
+    cdef Py_ssize_t plain_bytes      # and their bytes (zc's warm-up counts them)
     cdef object sockname, peername   # extra info kept apart from the dict
     cdef object transport_socket     # extra info 'socket', once asked for
 

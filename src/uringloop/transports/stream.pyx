@@ -556,14 +556,14 @@ cdef class StreamTransport(BaseTransport):
             self.conn_lost += 1
             return
         if (size >= DIRECT_SEND_FROM and self.send_op is None
-                and not self.zc.may_want(size)):
+                and not (self.zc_maybe and self.zc.may_want(size, self.plain_bytes))):
             # A large write with nothing queued: send(2) now, as the
             # selector loop does; only what the socket does not take
             # goes to the ring (see the top of this file).
             sent = ul_send_now(self.fd, PyBytes_AS_STRING(data), size)
             if sent == size:
-                self.zc.plain_sends += 1
-                self.zc.plain_bytes += sent
+                self.plain_sends += 1
+                self.plain_bytes += sent
                 self.direct_sends += 1
                 return
             if sent < 0:
@@ -573,7 +573,7 @@ cdef class StreamTransport(BaseTransport):
                     return
                 sent = 0
             else:
-                self.zc.plain_bytes += sent
+                self.plain_bytes += sent
         if self.send_op is None:
             lend_sender(self)
         self.send_op.queue_append(data)
@@ -637,8 +637,10 @@ cdef class StreamTransport(BaseTransport):
         SENDMSG_ZC where the zero-copy policy wants one, else the lent
         StreamSend's SEND or SENDMSG."""
         head = queue_at(self.write_queue, 0)
-        if self.zc.wants(head, chunk_len(head) - self.head_offset):
-            return self.submit_send_zc(head)
+        if self.zc_maybe:
+            if self.zc.wants(head, chunk_len(head) - self.head_offset, self.plain_bytes):
+                return self.submit_send_zc(head)
+            self.zc_maybe = self.zc.active()    # (turned off meanwhile)
         self.set_send_state(SEND_SENDING)
         self.send_op.arm()
         return self.op_started()
@@ -691,8 +693,8 @@ cdef class StreamTransport(BaseTransport):
                 self.fatal_error(convert_error(res), 'Fatal write error on socket transport')
             return 0
         if not zerocopy:
-            self.zc.plain_sends += 1
-            self.zc.plain_bytes += res
+            self.plain_sends += 1
+            self.plain_bytes += res
         sent_from_queue(self, res)
         if queue_len(self.write_queue):
             self.submit_send()
@@ -947,7 +949,7 @@ cdef object send_owed_now(StreamTransport tr):
             if sent != -EAGAIN:
                 return convert_error(<int>sent)
             break
-        tr.zc.plain_bytes += sent
+        tr.plain_bytes += sent
         sent_from_queue(tr, sent)
         if sent != left:
             break
@@ -997,13 +999,23 @@ cdef int return_sender(StreamTransport tr) except -1:
     return 0
 
 
+cdef int zc_policy_changed(StreamTransport tr) except -1:
+    """The 'socket' extra info changed the transport's zero-copy
+    settings (UringTransportSocket.setsockopt): zc_maybe follows."""
+    tr.zc_maybe = tr.zc.active()
+    return 0
+
+
 cdef object stream_extra_info(StreamTransport tr, object name, object default):
     """StreamTransport.get_extra_info(): 'zerocopy' gives the zero-copy
     statistics, 'reading' and 'writing' how the transport receives and
     sends, 'zerocopy_receive' its zcrx queue's figures; the rest as the
     stdlib's transports."""
     if name == 'zerocopy':
-        return tr.zc.stats()
+        stats = tr.zc.stats()
+        stats['ordinary_sends'] = tr.plain_sends
+        stats['ordinary_bytes'] = tr.plain_bytes
+        return stats
     if name == 'reading':
         # how this transport receives (see the header of stream.pyx)
         return {'mode': READ_MODE_NAMES[tr.reader.mode], 'received_bytes': tr.bytes_received,
@@ -1031,7 +1043,7 @@ cdef object stream_extra_info(StreamTransport tr, object name, object default):
     if name == 'socket':
         # made at the first request: few ask, every connection would pay
         if tr.transport_socket is None:
-            tr.transport_socket = UringTransportSocket(tr.sock, tr.zc)
+            tr.transport_socket = UringTransportSocket(tr.sock, tr.zc, tr)
         return tr.transport_socket
     return default
 
@@ -1075,6 +1087,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
     elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.peername, tr.sockname):
         tr.zc.turn_off(LOCAL_PEER_REASON, False)    # the usual case: not logged
+    tr.zc_maybe = tr.zc.active()
     set_nodelay(sock, tr.fd, family, type)
     tr.register()
     if server is not None:

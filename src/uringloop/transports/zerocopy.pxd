@@ -7,13 +7,16 @@ cdef class ZeroCopyPolicy:
     cdef bint report_usage
     cdef bint skip_next              # send the head chunk with a copy once
     cdef Py_ssize_t zc_sends, zc_bytes, copied_reports, clean_reports
-    cdef Py_ssize_t notifs_pending, plain_sends, plain_bytes
+    cdef Py_ssize_t notifs_pending
+    cdef Py_ssize_t plain_sends, plain_bytes    # a datagram transport's (a stream
+                                                # transport counts its own)
     cdef Py_ssize_t fixed_sends      # zero-copy sends from registered buffers
     cdef Py_ssize_t batched_sends    # SENDMSG_ZC requests of several chunks
     cdef Py_ssize_t warmup_bytes     # auto mode: sent ordinarily before probing
 
-    cdef bint wants(self, object chunk, Py_ssize_t size)
-    cdef bint may_want(self, Py_ssize_t size)
+    cdef bint wants(self, object chunk, Py_ssize_t size, Py_ssize_t plain_bytes)
+    cdef bint may_want(self, Py_ssize_t size, Py_ssize_t plain_bytes)
+    cdef bint active(self)
     cdef bint absorb_error(self, int32_t res)
     cdef turn_off(self, str reason, bint log=*)
     cdef note_notification(self, int32_t res)

@@ -84,7 +84,10 @@ cdef class ZeroCopyPolicy:
     """Per transport: whether a chunk leaves with SEND_ZC, and what
     happened so far."""
 
-    cdef bint wants(self, object chunk, Py_ssize_t size):
+    cdef bint wants(self, object chunk, Py_ssize_t size, Py_ssize_t plain_bytes):
+        """Whether this chunk (size bytes of it left) leaves with a
+        zero-copy send; plain_bytes: what the transport sent ordinarily
+        so far."""
         if self.skip_next:
             self.skip_next = False
             return False
@@ -94,16 +97,21 @@ cdef class ZeroCopyPolicy:
             return True
         # auto: large immutable chunks only (write() copies mutable ones),
         # once the connection is past its start (see AUTO_WARMUP_BYTES)
-        return size >= self.threshold and self.plain_bytes >= self.warmup_bytes
+        return size >= self.threshold and plain_bytes >= self.warmup_bytes
 
-    cdef bint may_want(self, Py_ssize_t size):
+    cdef bint may_want(self, Py_ssize_t size, Py_ssize_t plain_bytes):
         """Whether wants() could say yes to a bytes chunk of this size (no
         side effect): if not, write() may send it with send(2) at once."""
         if self.off_reason is not None or self.mode == ZC_NEVER:
             return False
         if self.mode == ZC_ALWAYS:
             return True
-        return size >= self.threshold and self.plain_bytes >= self.warmup_bytes
+        return size >= self.threshold and plain_bytes >= self.warmup_bytes
+
+    cdef bint active(self):
+        """Whether wants() can say yes to anything: a stream transport
+        asks only then (StreamTransport.zc_maybe)."""
+        return self.off_reason is None and self.mode != ZC_NEVER
 
     cdef bint absorb_error(self, int32_t res):
         """True when a failed SEND_ZC/SENDMSG_ZC should be sent again
@@ -608,11 +616,19 @@ class UringTransportSocket(trsock.TransportSocket):
     Raises OSError(EINVAL) for a bad value, OSError(ENOPROTOOPT) for an
     unknown option of the level."""
 
-    __slots__ = ('_policy',)
+    __slots__ = ('_policy', '_owner')
 
-    def __init__(self, sock, policy):
+    def __init__(self, sock, policy, owner=None):
         super().__init__(sock)
         self._policy = policy
+        # a stream transport, weakly: it keeps whether its policy is
+        # active (zc_maybe), and this object is kept by it
+        self._owner = weakref.ref(owner) if owner is not None else None
+
+    def _changed(self):
+        owner = self._owner() if self._owner is not None else None
+        if owner is not None:
+            zc_policy_changed(owner)
 
     def setsockopt(self, level, optname, value, *args):
         if level == SOL_URINGLOOP:
@@ -622,6 +638,7 @@ class UringTransportSocket(trsock.TransportSocket):
                 if value not in _MODE_NAMES:
                     raise OSError(_errno.EINVAL, f'ZC_MODE must be ZC_AUTO, ZC_ALWAYS or ZC_NEVER, not {value}')
                 self._policy._set_mode(value)
+                self._changed()
                 return
             if optname == ZC_THRESHOLD:
                 if not 0 <= value <= 1 << 40:
@@ -633,6 +650,7 @@ class UringTransportSocket(trsock.TransportSocket):
         if level == socket.SOL_SOCKET and optname == SO_ZEROCOPY and not args:
             self._policy.mode = ZC_NEVER if not value else (
                 ZC_AUTO if self._policy.mode == ZC_NEVER else self._policy.mode)
+            self._changed()
 
     def getsockopt(self, level, optname, *args):
         if level == SOL_URINGLOOP:
