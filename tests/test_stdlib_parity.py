@@ -1305,6 +1305,35 @@ def test_a_subclass_run_once_is_called_every_iteration(base):
         loop.close()
 
 
+@pytest.mark.parametrize("base", [asyncio.SelectorEventLoop, uringloop.Loop])
+def test_a_run_once_set_on_the_class_while_running_is_called_every_iteration(base):
+    """A _run_once set on the loop's class after iterations ran: uringloop
+    looks the class's attribute up again only when the class changed (its
+    version tag), and setting one changes it."""
+    class Plain(base):
+        pass
+
+    calls = []
+    original = base._run_once
+
+    def counting(self):
+        calls.append(1)
+        original(self)
+
+    async def main():
+        for _ in range(3):
+            await asyncio.sleep(0)      # (the class was looked up and noted)
+        Plain._run_once = counting
+        for _ in range(20):
+            await asyncio.sleep(0)
+    loop = Plain()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert len(calls) >= 20
+
+
 def test_a_python_signal_handler_runs_while_the_loop_waits(any_loop):
     """A signal.signal() handler (not the loop's) runs while the loop is in
     its wait, as the stdlib's select() retries after running it; the
