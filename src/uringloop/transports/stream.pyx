@@ -640,7 +640,7 @@ cdef class StreamTransport(BaseTransport):
         if self.zc_maybe:
             if self.zc.wants(head, chunk_len(head) - self.head_offset, self.plain_bytes):
                 return self.submit_send_zc(head)
-            self.zc_maybe = self.zc.active()    # (turned off meanwhile)
+            zc_policy_changed(self)     # (turned off meanwhile?)
         self.set_send_state(SEND_SENDING)
         self.send_op.arm()
         return self.op_started()
@@ -1000,8 +1000,10 @@ cdef int return_sender(StreamTransport tr) except -1:
 
 
 cdef int zc_policy_changed(StreamTransport tr) except -1:
-    """The 'socket' extra info changed the transport's zero-copy
-    settings (UringTransportSocket.setsockopt): zc_maybe follows."""
+    """zc_maybe follows the transport's zero-copy policy: once it is set
+    up, after a change through the 'socket' extra info
+    (UringTransportSocket.setsockopt), and when the policy turned a send
+    down (it may have turned itself off)."""
     tr.zc_maybe = tr.zc.active()
     return 0
 
@@ -1087,7 +1089,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
         tr.zc.turn_off('AF_UNIX sockets have no zero-copy send')
     elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.peername, tr.sockname):
         tr.zc.turn_off(LOCAL_PEER_REASON, False)    # the usual case: not logged
-    tr.zc_maybe = tr.zc.active()
+    zc_policy_changed(tr)
     set_nodelay(sock, tr.fd, family, type)
     tr.register()
     if server is not None:

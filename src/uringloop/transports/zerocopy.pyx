@@ -91,7 +91,7 @@ cdef class ZeroCopyPolicy:
         if self.skip_next:
             self.skip_next = False
             return False
-        if self.off_reason is not None or self.mode == ZC_NEVER:
+        if not self.active():
             return False
         if type(chunk) is ZeroCopyFuture or self.mode == ZC_ALWAYS:
             return True
@@ -102,7 +102,7 @@ cdef class ZeroCopyPolicy:
     cdef bint may_want(self, Py_ssize_t size, Py_ssize_t plain_bytes):
         """Whether wants() could say yes to a bytes chunk of this size (no
         side effect): if not, write() may send it with send(2) at once."""
-        if self.off_reason is not None or self.mode == ZC_NEVER:
+        if not self.active():
             return False
         if self.mode == ZC_ALWAYS:
             return True
@@ -160,7 +160,7 @@ cdef class ZeroCopyPolicy:
             'mode': _MODE_NAMES[self.mode],
             'threshold': self.threshold,
             'warmup_bytes': self.warmup_bytes,
-            'active': self.off_reason is None and self.mode != ZC_NEVER,
+            'active': self.active(),
             'zerocopy_sends': self.zc_sends,
             'zerocopy_bytes': self.zc_bytes,
             'registered_buffer_sends': self.fixed_sends,
