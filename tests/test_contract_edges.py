@@ -435,9 +435,18 @@ def test_a_keyboard_interrupt_in_a_data_callback_leaves_reading_on(any_loop, mod
         tr, _ = await loop.create_connection(Raising, sock=a)
         return tr
     tr = loop.run_until_complete(start())
-    sending = threading.Thread(target=lambda: [
-        (b.sendall(bytes(min(chunk, total - i))), time.sleep(0.001))
-        for i in range(0, total, chunk)])
+    proto = tr.get_protocol()
+
+    def send():
+        # each chunk once the one before was seen: at least one data
+        # callback per chunk, however late the loop reads (on a busy
+        # machine a read of all that had come made the 3rd call never come)
+        for i in range(0, total, chunk):
+            deadline = time.monotonic() + 10
+            while proto.nbytes < i and time.monotonic() < deadline:
+                time.sleep(0.001)
+            b.sendall(bytes(min(chunk, total - i)))
+    sending = threading.Thread(target=send)
     sending.start()
     timeout = loop.call_later(20, lambda: done.done() or done.set_result("timed out"))
     got, interrupts = _run_through_interrupts(loop, done)
