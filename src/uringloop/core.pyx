@@ -66,6 +66,10 @@ from libc.errno cimport errno
 
 from .includes.ring cimport *
 
+cdef extern from "Python.h":
+    # (cpython.list's takes an object: NULL, to delete, cannot be passed)
+    int PyList_SetSlice(object l, Py_ssize_t low, Py_ssize_t high, PyObject *items) except -1
+
 # The public names (uringloop/__init__.py re-exports them; core.pyi types
 # them); everything else here is the loop's own.
 __all__ = (
@@ -1283,7 +1287,9 @@ cdef class RingLoop:
             for tr in todo:
                 (<BaseTransport>tr).flush_sends()
         finally:
-            del todo[:]
+            # emptied in place: `del todo[:]` made a slice object each
+            # iteration (2.5% of a 1 KiB echo server's user time)
+            PyList_SetSlice(todo, 0, PY_SSIZE_T_MAX, NULL)
             self.spare_flushes = todo
         return 0
 
