@@ -13,7 +13,7 @@ from conftest import requires
 
 def test_stats_keys(uloop):
     stats = uloop.stats()
-    for key in ("enter_calls", "sqes_submitted", "cqes_reaped", "ops_in_flight",
+    for key in ("iterations", "enter_calls", "sqes_submitted", "cqes_reaped", "ops_in_flight",
                 "sq_entries", "cq_entries", "setup_flags"):
         assert key in stats
 
@@ -234,3 +234,58 @@ def test_a_bad_sendfile_setting_is_a_clear_error(monkeypatch, value):
         loop = uringloop.new_event_loop()
         assert loop.stats()["sendfile_method"] == method
         loop.close()
+
+
+@requires("DEFER_TASKRUN")
+def test_an_echoed_message_is_one_iteration_of_the_loop():
+    """A protocol that writes the next message when the peer's echo of the
+    last one arrives: its send is submitted, completes inside the
+    submission (the socket has room), and is dispatched before the loop
+    sleeps for the echo -- one iteration per round trip, two enters (the
+    submission, the wait).  When the submission and the wait were one
+    enter, it came back at once with the send's completion alone, and the
+    loop went round once more before it slept: two iterations.  Counts,
+    not times."""
+    loop = uringloop.new_event_loop()
+    a, b = socket.socketpair()
+    peer = subprocess.Popen([sys.executable, "-c", PEER_ECHO, str(b.fileno())],
+                            pass_fds=[b.fileno()])
+    b.close()
+    rounds, size = 300, 1024
+
+    class Pinger(asyncio.Protocol):
+        def __init__(self):
+            self.sent = self.got = 0
+            self.done = loop.create_future()
+
+        def connection_made(self, transport):
+            self.transport = transport
+            self.ping()
+
+        def ping(self):
+            self.sent += 1
+            self.transport.write(b"x" * size)
+
+        def data_received(self, data):
+            self.got += len(data)
+            if self.got == self.sent * size:
+                if self.sent == rounds:
+                    self.done.set_result(None)
+                else:
+                    self.ping()
+
+    async def main():
+        transport, pinger = await loop.create_connection(Pinger, sock=a)
+        before = loop.stats()
+        await pinger.done
+        after = loop.stats()
+        transport.close()
+        return {key: (after[key] - before[key]) / rounds
+                for key in ("iterations", "enter_calls")}
+    try:
+        per_round = loop.run_until_complete(main())
+    finally:
+        loop.close()
+        peer.wait(timeout=10)
+    assert per_round["iterations"] < 1.2, per_round
+    assert per_round["enter_calls"] < 2.2, per_round

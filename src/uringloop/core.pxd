@@ -111,6 +111,7 @@ cdef class RingLoop:
     cdef int64_t last_wait_ns     # how long the last wait for completions took
     cdef uint64_t spins           # waits that watched the ring first ...
     cdef uint64_t spin_hits       # ... and found work without sleeping
+    cdef uint64_t iterations      # run_once() calls
     cdef list zcrx_users          # ZeroCopyReceive bound to this loop's thread
     cdef Py_ssize_t sendalls_in_flight  # sock_sendall() requests the kernel holds
     cdef bint sendfile_splice      # URINGLOOP_SENDFILE=splice (sendfile.pyx)
@@ -130,6 +131,8 @@ cdef class RingLoop:
     cdef int cancel_fd(self, int fd) except -1
     cdef int wait_and_reap(self, int64_t timeout_ns, unsigned held) except -1
     cdef int wait(self, unsigned wait_nr, int64_t timeout_ns, unsigned held) except -1
+    cdef int submit_then_wait(self, int64_t timeout_ns) except -1
+    cdef bint only_sends_completed(self)
     cdef int reap(self, unsigned limit=*) except -1
     cdef int end_unconsumed(self) except -1
     cdef int reap_after_enter(self, unsigned held) except -1
