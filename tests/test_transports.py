@@ -5,6 +5,7 @@ import os
 import socket
 import ssl
 import sys
+import threading
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
@@ -714,3 +715,33 @@ def test_a_bulk_write_leaves_in_requests_of_at_most_128_kib():
         assert stats["ordinary_bytes"] == 4 << 20
         assert stats["ordinary_sends"] >= 32, stats
     run(main())
+
+
+def test_a_thousand_writes_in_one_callback_leave_whole_and_in_order(any_loop):
+    """1000 writes of 1 to 3000 bytes in one callback, then close(): the
+    peer reads exactly their concatenation, on two connections one after
+    the other (the second gets the write queue the first grew to 1024
+    chunks and gave back; it keeps no more than 64 slots)."""
+    loop = any_loop
+    chunks = [bytes([i % 251]) * (1 + (i * 7919) % 3000) for i in range(1000)]
+    expected = b"".join(chunks)
+
+    def read_all(sock, into):
+        with sock:
+            while data := sock.recv(1 << 20):
+                into.append(data)
+
+    async def one_connection():
+        a, b = socket.socketpair()
+        got = []
+        reader = threading.Thread(target=read_all, args=(b, got))
+        reader.start()
+        transport, protocol = await loop.create_connection(asyncio.Protocol, sock=a)
+        for chunk in chunks:
+            transport.write(chunk)
+        transport.close()
+        await loop.run_in_executor(None, reader.join)
+        return b"".join(got)
+
+    for _ in range(2):
+        assert loop.run_until_complete(one_connection()) == expected

@@ -516,7 +516,7 @@ cdef Py_ssize_t zc_batch(StreamTransport tr, object head):
     READV_FIXED); otherwise a registered chunk goes alone with SEND_ZC,
     the one zero-copy request that names a fixed buffer on every
     kernel (1 enter per 4 KiB send, 0.08x of copying, before 6.15)."""
-    cdef Py_ssize_t n = 1, size = len(tr.write_queue), limit
+    cdef Py_ssize_t n = 1, size = queue_len(tr.write_queue), limit
     cdef int index = -1
     if size == 1 or not tr.loop.ops_supported[48]:     # IORING_OP_SENDMSG_ZC
         return 1
@@ -526,7 +526,7 @@ cdef Py_ssize_t zc_batch(StreamTransport tr, object head):
         index = (<ZeroCopyFuture>head).buf_index
     limit = queue_batch(tr, size)       # MAX_IOV and SEND_BATCH_BYTES
     while n < limit:
-        chunk = tr.write_queue[n]
+        chunk = queue_at(tr.write_queue, n)
         if type(chunk) is ZeroCopyFuture:
             if (<ZeroCopyFuture>chunk).buf_index != index:
                 break           # another region, or registered after plain
