@@ -672,3 +672,95 @@ def test_close_resumes_a_paused_protocol_before_the_connection_is_lost(any_loop)
     assert events[-1] == ("lost", None), events
     assert events.count("pause") == events.count("resume"), events
     assert got == b"a" * 6000 + b"tail" * events.count("resume")
+
+
+@pytest.mark.parametrize("where", ["same transport", "another transport", "a timer"])
+def test_a_write_from_resume_writing_leaves_without_another_wakeup(any_loop, where):
+    """resume_writing() runs inside the completion of the send that drained
+    the buffer, and writes: on the same transport, or the last byte on
+    another one that was idle, or from a timer it sets.  The data must leave although nothing else
+    will wake the loop: the peer answers only once all of it has come.
+    With a high-water mark of 0 every write that is not sent inside
+    write() pauses the protocol (the stdlib loop sends these 1000 bytes
+    inside write() and never pauses: the next write is then called
+    soon).  The loop once went to sleep right after dispatching such a
+    completion -- it came in the enter that submitted the send, before
+    the loop's wait -- with the new write still owed, and only a timer
+    woke it.  Here a guard would, after 60 s; the answer comes first."""
+    loop = any_loop
+    rounds, size = 200, 1000
+
+    class Writer(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.transport = transport
+            self.rounds = 0
+            self.paused = False
+            transport.set_write_buffer_limits(high=0)
+
+        def pause_writing(self):
+            self.paused = True
+
+        def resume_writing(self):
+            self.paused = False
+            self.write_more()
+
+        def write_more(self):
+            self.rounds += 1
+            if self.rounds == rounds:
+                # the last byte, where the test says
+                if where == "a timer":
+                    loop.call_later(0.001, self.transport.write, b"!")
+                else:
+                    (other or self.transport).write(b"!")
+                return
+            self.transport.write(bytes(size))
+            if not self.paused:
+                loop.call_soon(self.write_more)
+
+        def data_received(self, data):
+            if data == b"done" and not done.done():
+                done.set_result("answered")
+
+    class Answered(asyncio.Protocol):
+        def data_received(self, data):
+            if data == b"done" and not done.done():
+                done.set_result("answered")
+
+    def peer(sock, want):
+        # reads what it is owed, then answers
+        got = 0
+        with sock:
+            while got < want:
+                data = sock.recv(1 << 16)
+                if not data:
+                    return
+                got += len(data)
+            sock.sendall(b"done")
+            sock.recv(1)        # until the loop closes its end
+
+    done = other = None
+
+    async def main():
+        nonlocal done, other
+        done = loop.create_future()
+        a, b = socket.socketpair()
+        if where == "another transport":
+            c, d = socket.socketpair()
+            threading.Thread(target=peer, args=(d, 1), daemon=True).start()
+            other, _ = await loop.create_connection(Answered, sock=c)
+            threading.Thread(target=peer, args=(b, (rounds - 1) * size + 10**9),
+                             daemon=True).start()
+        else:
+            threading.Thread(target=peer, args=(b, (rounds - 1) * size + 1),
+                             daemon=True).start()
+        tr, proto = await loop.create_connection(Writer, sock=a)
+        guard = loop.call_later(60, lambda: done.done() or done.set_result("woken by the guard"))
+        proto.write_more()
+        result = await done
+        guard.cancel()
+        tr.close()
+        if other is not None:
+            other.close()
+        return result
+
+    assert loop.run_until_complete(main()) == "answered"

@@ -859,13 +859,22 @@ cdef class RingLoop:
         before it slept: two iterations per batch of echoed requests
         where there is one now.  Anything else that completed, a callback
         a send's completion made ready, or stop(): dispatched as after
-        any enter, and the next iteration follows without a sleep."""
+        any enter, and the next iteration follows without a sleep.
+        So does anything a send's completion did that the sleep would
+        keep waiting: it runs protocol code (resume_writing()), which may
+        write (a send owed, in send_flushes) or add a timer sooner than
+        the one the sleep was measured for."""
         cdef int64_t start = ul_now_ns() if timeout_ns > 0 else 0
+        cdef object scheduled = self._scheduled
+        cdef Py_ssize_t timers = len(scheduled)
+        cdef object first = scheduled[0] if timers else None
         self.ring.enter(0, 0)
         if not self.only_sends_completed():
             return self.reap_after_enter(0)
         self.reap(REAP_ALL)
-        if queued(self._ready) or self._stopping:
+        if (queued(self._ready) or self._stopping or self.send_flushes
+                or self._scheduled is not scheduled or len(scheduled) != timers
+                or (timers and scheduled[0] is not first)):
             return 0
         if timeout_ns > 0:
             # (the timers' wait counts from before the submission)
