@@ -705,6 +705,8 @@ def test_a_write_from_resume_writing_leaves_without_another_wakeup(any_loop, whe
             self.write_more()
 
         def write_more(self):
+            if self.rounds == rounds:
+                return
             self.rounds += 1
             if self.rounds == rounds:
                 # the last byte, where the test says
@@ -754,7 +756,11 @@ def test_a_write_from_resume_writing_leaves_without_another_wakeup(any_loop, whe
             threading.Thread(target=peer, args=(b, (rounds - 1) * size + 1),
                              daemon=True).start()
         tr, proto = await loop.create_connection(Writer, sock=a)
-        guard = loop.call_later(60, lambda: done.done() or done.set_result("woken by the guard"))
+        def wake():
+            if not done.done():
+                done.set_result(f"woken by the guard: round {proto.rounds}, "
+                                f"{tr.get_write_buffer_size()} bytes queued")
+        guard = loop.call_later(60, wake)
         proto.write_more()
         result = await done
         guard.cancel()
