@@ -867,14 +867,14 @@ cdef class RingLoop:
         cdef int64_t start = ul_now_ns() if timeout_ns > 0 else 0
         cdef object scheduled = self._scheduled
         cdef Py_ssize_t timers = len(scheduled)
-        cdef object first = scheduled[0] if timers else None
         self.ring.enter(0, 0)
         if not self.only_sends_completed():
             return self.reap_after_enter(0)
         self.reap(REAP_ALL)
+        # (a timer can only be added to the heap meanwhile, never taken
+        # out: cancelling one leaves it there until run_once())
         if (queued(self._ready) or self._stopping or self.send_flushes
-                or self._scheduled is not scheduled or len(scheduled) != timers
-                or (timers and scheduled[0] is not first)):
+                or self._scheduled is not scheduled or len(scheduled) != timers):
             return 0
         if timeout_ns > 0:
             # (the timers' wait counts from before the submission)

@@ -1032,8 +1032,7 @@ cdef int return_sender(StreamTransport tr) except -1:
         return 0
     tr.send_op = None
     tr.write_queue = None
-    if len(op.queue.items) > QUEUE_KEPT_SIZE:
-        op.queue.clear()            # (back to its first size)
+    op.queue.clear()                # (empty: back to its first size if it grew)
     op.transport = None
     op.context = None
     op.held = None
