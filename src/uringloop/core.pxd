@@ -140,6 +140,7 @@ cdef class RingLoop:
     cdef int settle(self, object owner) except -1
     cdef bint hand_over_now(self) except -1
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1
+    cdef int completion_failed(self, Operation op, object exc) except -1
     cdef double clock(self) except? -1.0
     cdef int arm_wakeup(self) except -1
     cdef int run_once(self) except -1

@@ -47,6 +47,7 @@ on its data structures (_ready, _scheduled), so behaviour matches the stdlib.
 cimport cython
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.list cimport PyList_GET_ITEM, PyList_SET_ITEM
 from cpython.object cimport PyTypeObject
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBuffer_FillInfo, Py_buffer,
                              PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_FORMAT, PyBUF_ND,
@@ -1053,14 +1054,20 @@ cdef class RingLoop:
             if entered:
                 PyContext_Exit(context)
                 entered = False
-            self.call_exception_handler({
-                'message': f'Exception in completion of {op!r}',
-                'exception': exc,
-            })
+            self.completion_failed(op, exc)
         if entered:
             PyContext_Exit(context)
         if final:
             Py_DECREF(op)    # the reference taken in sqe_for
+        return 0
+
+    cdef int completion_failed(self, Operation op, object exc) except -1:
+        """(dispatch(), out of its way: the message's temporaries cost
+        every completion their setting up when written there)"""
+        self.call_exception_handler({
+            'message': f'Exception in completion of {op!r}',
+            'exception': exc,
+        })
         return 0
 
     # ---- the run loop ----------------------------------------------

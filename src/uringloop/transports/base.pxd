@@ -40,4 +40,6 @@ cdef class BaseTransport:
     cdef int release_ops(self) except -1
     cdef int set_limits(self, object high, object low) except -1
     cdef int maybe_pause_protocol(self) except -1
+    cdef int pause_protocol(self) except -1
     cdef int maybe_resume_protocol(self) except -1
+    cdef int resume_protocol(self) except -1

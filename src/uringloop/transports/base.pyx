@@ -242,6 +242,11 @@ cdef class BaseTransport:
     cdef int maybe_pause_protocol(self) except -1:
         if self.write_buffer_size <= self.high_water or self.protocol_paused:
             return 0
+        return self.pause_protocol()
+
+    cdef int pause_protocol(self) except -1:
+        """(maybe_pause_protocol(), apart: a call's temporaries are set
+        up on every call of the function they are written in)"""
         self.protocol_paused = True
         try:
             self.protocol.pause_writing()
@@ -259,6 +264,9 @@ cdef class BaseTransport:
     cdef int maybe_resume_protocol(self) except -1:
         if not self.protocol_paused or self.write_buffer_size > self.low_water:
             return 0
+        return self.resume_protocol()
+
+    cdef int resume_protocol(self) except -1:
         self.protocol_paused = False
         try:
             self.protocol.resume_writing()

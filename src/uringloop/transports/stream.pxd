@@ -30,7 +30,7 @@ cdef class ChunkQueue:
     # a stream transport's write queue (bytes / ZeroCopyFuture, oldest
     # first): a ring in a list, its length a power of 2, None where empty
     cdef list items
-    cdef Py_ssize_t head, count
+    cdef Py_ssize_t head, count, mask    # mask: len(items) - 1
 
     cdef int append(self, object chunk) except -1
     cdef object popleft(self)
@@ -81,6 +81,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int keep(self, object item, Py_ssize_t n) except -1
     cdef int hand_over(self, object item) except -1
     cdef int deliver(self, object data) except -1
+    cdef int deliver_copied(self, object data) except -1
     cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_eof(self) except -1
     cdef int zc_off(self, bint rearm) except -1

@@ -169,39 +169,51 @@ cdef Py_ssize_t QUEUE_FIRST_SIZE = 8        # slots of a new queue
 cdef Py_ssize_t QUEUE_KEPT_SIZE = 64        # ... and the most a lent one keeps
 
 
+cdef inline object list_swap(list items, Py_ssize_t i, object value):
+    """items[i] = value, returning what was there: the list's slots
+    written as the macros do (Cython's item assignment is a call that
+    checks the type, the index and the sign each time)."""
+    old = <object>PyList_GET_ITEM(items, i)
+    Py_INCREF(value)
+    PyList_SET_ITEM(items, i, value)
+    Py_DECREF(old)              # (the list's reference; `old` holds its own)
+    return old
+
+
 @cython.final
 cdef class ChunkQueue:
 
     def __cinit__(self):
         self.items = [None] * QUEUE_FIRST_SIZE
+        self.mask = QUEUE_FIRST_SIZE - 1
 
     cdef int append(self, object chunk) except -1:
-        cdef Py_ssize_t size = len(self.items), i
+        cdef Py_ssize_t size = self.mask + 1, i
         cdef list bigger
         if self.count == size:
             # full: twice as long, the oldest first
             bigger = [None] * (2 * size)
             for i in range(size):
-                bigger[i] = self.items[(self.head + i) & (size - 1)]
+                bigger[i] = self.items[(self.head + i) & self.mask]
             self.items = bigger
             self.head = 0
-            size *= 2
-        self.items[(self.head + self.count) & (size - 1)] = chunk
+            self.mask = 2 * size - 1
+        list_swap(self.items, (self.head + self.count) & self.mask, chunk)
         self.count += 1
         return 0
 
     cdef object popleft(self):
-        chunk = self.items[self.head]
-        self.items[self.head] = None
-        self.head = (self.head + 1) & (len(self.items) - 1)
+        chunk = list_swap(self.items, self.head, None)
+        self.head = (self.head + 1) & self.mask
         self.count -= 1
         return chunk
 
     cdef int clear(self) except -1:
         """Empty it; one that grew past QUEUE_KEPT_SIZE goes back to
         QUEUE_FIRST_SIZE (a lent queue serves any connection next)."""
-        if len(self.items) > QUEUE_KEPT_SIZE:
+        if self.mask >= QUEUE_KEPT_SIZE:
             self.items = [None] * QUEUE_FIRST_SIZE
+            self.mask = QUEUE_FIRST_SIZE - 1
         else:
             while self.count:
                 self.popleft()
@@ -220,7 +232,7 @@ cdef inline Py_ssize_t queue_len(ChunkQueue queue):
 
 cdef inline object queue_at(ChunkQueue queue, Py_ssize_t i):
     """queue[i], 0 <= i < queue_len(queue)."""
-    return queue.items[(queue.head + i) & (len(queue.items) - 1)]
+    return <object>PyList_GET_ITEM(queue.items, (queue.head + i) & queue.mask)
 
 
 cdef inline Py_ssize_t chunk_len(object chunk):
@@ -427,15 +439,23 @@ cdef class StreamTransport(BaseTransport):
         return self.deliver(item)
 
     cdef int deliver(self, object data) except -1:
-        cdef Py_ssize_t n, pos = 0, size
         if type(data) is ZeroCopyPiece:
             return self.deliver_piece(<ZeroCopyPiece>data)
+        if self.buffered_protocol:
+            return self.deliver_copied(data)
         try:
-            if not self.buffered_protocol:
-                self.protocol.data_received(data)
-                return 0
-            # bytes for a BufferedProtocol (kept from a pause, or received
-            # before the protocol was swapped): copy into its buffers
+            self.protocol.data_received(data)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.fatal_error(exc, 'Fatal error: protocol.data_received() call failed.')
+        return 0
+
+    cdef int deliver_copied(self, object data) except -1:
+        """bytes for a BufferedProtocol (kept from a pause, or received
+        before the protocol was swapped): copied into its buffers."""
+        cdef Py_ssize_t n, pos = 0, size
+        try:
             size = len(data)
             view = memoryview(data)
             while pos < size:
