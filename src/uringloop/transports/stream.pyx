@@ -222,7 +222,7 @@ cdef class ChunkQueue:
 
 
 
-cdef inline Py_ssize_t queue_len(ChunkQueue queue):
+cdef inline Py_ssize_t queue_len(ChunkQueue queue) noexcept:
     """How many chunks a transport's write queue holds, 0 while it has
     none (None: no sender lent)."""
     if queue is None:
@@ -235,7 +235,7 @@ cdef inline object queue_at(ChunkQueue queue, Py_ssize_t i):
     return <object>PyList_GET_ITEM(queue.items, (queue.head + i) & queue.mask)
 
 
-cdef inline Py_ssize_t chunk_len(object chunk):
+cdef inline Py_ssize_t chunk_len(object chunk) noexcept:
     if type(chunk) is bytes:
         return len(<bytes>chunk)
     return (<ZeroCopyFuture>chunk).view.len
@@ -974,7 +974,7 @@ cdef list queue_message(StreamTransport tr, msghdr *msg, iovec *iov, Py_ssize_t 
     return chunks
 
 
-cdef int sent_from_queue(StreamTransport tr, Py_ssize_t n) except -1:
+cdef inline int sent_from_queue(StreamTransport tr, Py_ssize_t n) except -1:
     """n bytes from the head of the write queue have left: drop the
     chunks sent whole (a zero-copy one is told so), advance into the
     next."""
@@ -1025,7 +1025,7 @@ cdef object send_owed_now(StreamTransport tr):
     return None
 
 
-cdef int lend_sender(StreamTransport tr) except -1:
+cdef inline int lend_sender(StreamTransport tr) except -1:
     """Borrow a StreamSend and its (empty) queue from the loop (its
     idle ones are a linked list: see DatagramTransport.take_send_op)."""
     cdef StreamSend op = tr.loop.spare_sends
@@ -1045,7 +1045,7 @@ cdef int lend_sender(StreamTransport tr) except -1:
     return 0
 
 
-cdef int return_sender(StreamTransport tr) except -1:
+cdef inline int return_sender(StreamTransport tr) except -1:
     """Return the StreamSend once nothing is queued or in flight."""
     cdef StreamSend op = tr.send_op
     if op is None or tr.send_state != SEND_IDLE or op.in_flight or queue_len(tr.write_queue):
