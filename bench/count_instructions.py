@@ -31,6 +31,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -183,7 +184,7 @@ def main():
                           f"{cell['instructions_per_req']:9.0f} instructions/req"
                           + (f" {cell['syscalls_per_req']:6.2f} syscalls/req"
                              if args.syscalls else ""), flush=True)
-    median = {key: {m: sorted(c[m] for c in cells)[len(cells) // 2] for m in cells[0]}
+    median = {key: {m: statistics.median(c[m] for c in cells) for m in cells[0]}
               for key, cells in runs.items()}
     save_results("instructions", args, runs, median, render(runs, median, loops))
 
