@@ -12,6 +12,13 @@ With one connection each iteration of the loop serves one request; with
 more, how many one iteration serves depends on when the replies are read,
 so those counts move a little between runs (--repeat gives the spread).
 System calls per request come from `strace -c -f` the same way (--syscalls).
+With --connect each round is one connection instead (connect, one
+`size`-byte echo, the client closes): instructions per connection, the cost issue #36's
+goal 3 is about, which the timed bench/run_connect.py shows only within
+its rounds' swing.  With --app aiohttp (or raw) the server is
+bench/http_server.py's app and each request a keep-alive GET of its
+hello-world page (what bench/run_http.py times under wrk); --sizes is
+unused then.
 User-space instructions are not time (cache misses and the kernel's work
 are not in them), but a change that takes instructions off the path shows
 here by the percent, which the timed A/B (bench/ab_builds.py) cannot
@@ -41,11 +48,15 @@ from run_echo import HERE, SERVER_ENV, save_results
 LOOPS = ["uringloop", "uvloop", "rloop", "asyncio"]
 
 
-def serve(loop, out_file, tool):
-    """Start the echo server under `tool` ("callgrind" or "strace"), return
-    (process, port)."""
-    server = [sys.executable, os.path.join(HERE, "echo_server.py"), "--loop", loop,
-              "--style", "protocol", "--port", "0"]
+def serve(loop, out_file, tool, app=None):
+    """Start the echo server (or http_server.py's `app`) under `tool`
+    ("callgrind" or "strace"), return (process, port)."""
+    if app:
+        server = [sys.executable, os.path.join(HERE, "http_server.py"), "--loop", loop,
+                  "--app", app]
+    else:
+        server = [sys.executable, os.path.join(HERE, "echo_server.py"), "--loop", loop,
+                  "--style", "protocol", "--port", "0"]
     if tool == "callgrind":
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
                "--dump-instr=no", "--quiet"] + server
@@ -83,6 +94,64 @@ def drive(port, conns, size, rounds):
                     got += n
                 if buf != msg:
                     raise RuntimeError("echo corrupted")
+    finally:
+        for s in socks:
+            s.close()
+
+
+def drive_connect(port, size, rounds):
+    """`rounds` connections one after the other: connect, one `size`-byte
+    echo checked, close.  (The server's side closes on the EOF, as
+    bench/run_connect.py has it; not awaited, since rloop's transport does
+    not close on EOF.)"""
+    msg = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    for _ in range(rounds):
+        s = socket.create_connection(("127.0.0.1", port))
+        try:
+            s.settimeout(120)
+            s.sendall(msg)
+            got = b""
+            while len(got) < size:
+                data = s.recv(size - len(got))
+                if not data:
+                    raise RuntimeError("server closed the connection")
+                got += data
+            if got != msg:
+                raise RuntimeError("echo corrupted")
+        finally:
+            s.close()
+
+
+HTTP_REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def drive_http(port, conns, rounds):
+    """`rounds` lockstep rounds of one keep-alive GET per connection; each
+    response read whole (headers, then Content-Length bytes) and checked."""
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(conns)]
+    try:
+        for s in socks:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.settimeout(120)
+        for _ in range(rounds):
+            for s in socks:
+                s.sendall(HTTP_REQUEST)
+            for s in socks:
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    data = s.recv(65536)
+                    if not data:
+                        raise RuntimeError("server closed the connection")
+                    got += data
+                head, body = got.split(b"\r\n\r\n", 1)
+                length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+                while len(body) < length:
+                    data = s.recv(65536)
+                    if not data:
+                        raise RuntimeError("server closed the connection")
+                    body += data
+                if not head.startswith(b"HTTP/1.1 200") or body != b"Hello, World!":
+                    raise RuntimeError(f"unexpected response {got!r}")
     finally:
         for s in socks:
             s.close()
@@ -132,15 +201,21 @@ def syscalls(path):
     raise RuntimeError(f"no total in {path}")
 
 
-def measure(loop, size, conns, short, long, tool, keep):
-    """Per request: (long run - short run) / (their difference in requests)."""
+def measure(loop, size, conns, short, long, tool, keep, app=None):
+    """Per request: (long run - short run) / (their difference in requests).
+    conns == 0: per connection (drive_connect)."""
     totals = []
     with tempfile.TemporaryDirectory() as tmp:
         for rounds in (short, long):
             out = os.path.join(tmp, f"{loop}-{size}-{conns}-{rounds}.out")
-            proc, port = serve(loop, out, tool)
+            proc, port = serve(loop, out, tool, app)
             try:
-                drive(port, conns, size, rounds)
+                if app:
+                    drive_http(port, conns, rounds)
+                elif conns:
+                    drive(port, conns, size, rounds)
+                else:
+                    drive_connect(port, size, rounds)
             finally:
                 stop(proc, port)
             totals.append(instructions(out) if tool == "callgrind" else syscalls(out))
@@ -148,7 +223,7 @@ def measure(loop, size, conns, short, long, tool, keep):
                 os.makedirs(keep, exist_ok=True)
                 run = "short" if rounds == short else "long"
                 shutil.copy(out, os.path.join(keep, f"{loop}-{size}-{conns}-{run}.out"))
-    return (totals[1] - totals[0]) / ((long - short) * conns)
+    return (totals[1] - totals[0]) / ((long - short) * max(conns, 1))
 
 
 def main():
@@ -160,6 +235,10 @@ def main():
     parser.add_argument("--long", type=int, default=2500, help="rounds of the second run")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--syscalls", action="store_true", help="also count system calls (strace)")
+    parser.add_argument("--connect", action="store_true",
+                        help="per connection (connect, one echo, close) instead of per request")
+    parser.add_argument("--app", choices=["aiohttp", "raw"],
+                        help="per HTTP request to bench/http_server.py's app instead")
     parser.add_argument("--keep", metavar="DIR")
     parser.add_argument("--top", type=int, default=0, metavar="N")
     args = parser.parse_args()
@@ -167,26 +246,32 @@ def main():
         sys.exit("valgrind not found: apt-get install valgrind")
     loops = args.loops.split(",")
     runs = {}
+    if args.connect:
+        args.conns = "0"
+    if args.app:
+        args.sizes = "0"
     for size in map(int, args.sizes.split(",")):
         for conns in map(int, args.conns.split(",")):
             for _ in range(args.repeat):
                 for loop in loops:
                     cell = {"instructions_per_req": measure(loop, size, conns, args.short,
-                                                            args.long, "callgrind", args.keep)}
+                                                            args.long, "callgrind", args.keep,
+                                                            args.app)}
                     if args.syscalls:
                         cell["syscalls_per_req"] = measure(loop, size, conns, args.short,
-                                                           args.long, "strace", None)
+                                                           args.long, "strace", None, args.app)
                     runs.setdefault(f"{size}/{conns}/{loop}", []).append(cell)
                     if args.keep and args.top:
                         print_top(args.keep, f"{loop}-{size}-{conns}",
-                                  (args.long - args.short) * conns, args.top)
-                    print(f"{size:7d} x {conns:4d} {loop:9s} "
-                          f"{cell['instructions_per_req']:9.0f} instructions/req"
+                                  (args.long - args.short) * max(conns, 1), args.top)
+                    print(f"{label(size, conns, args.app):22s} {loop:9s} "
+                          f"{cell['instructions_per_req']:9.0f} instructions/"
+                          + ("req" if conns else "connection")
                           + (f" {cell['syscalls_per_req']:6.2f} syscalls/req"
                              if args.syscalls else ""), flush=True)
     median = {key: {m: statistics.median(c[m] for c in cells) for m in cells[0]}
               for key, cells in runs.items()}
-    save_results("instructions", args, runs, median, render(runs, median, loops))
+    save_results("instructions", args, runs, median, render(runs, median, loops, args.app))
 
 
 def by_function(path):
@@ -210,8 +295,17 @@ def print_top(keep, stem, requests, n):
         print(f"    {v:8.1f}  {f}")
 
 
-def render(runs, median, loops):
-    lines = ["| message x connections | "
+def label(size, conns, app):
+    """A cell's name: "1 KiB x 10", "1 KiB per connection", "aiohttp x 10"."""
+    size, conns = int(size), int(conns)
+    if app:
+        return f"{app} x {conns}"
+    what = f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
+    return f"{what} x {conns}" if conns else f"{what} per connection"
+
+
+def render(runs, median, loops, app=None):
+    lines = ["| cell | "
              + " | ".join(loops + [f"uringloop vs {loop}" for loop in loops[1:]]) + " |",
              "|---" * (2 * len(loops)) + "|"]
     cells = sorted({key.rsplit("/", 1)[0] for key in median},
@@ -225,7 +319,7 @@ def render(runs, median, loops):
         if len(runs.get(f"{cell}/{loops[0]}", [])) > 1:
             got = [c["instructions_per_req"] for c in runs[f"{cell}/{loops[0]}"]]
             spread = f" ({min(got):.0f}-{max(got):.0f})"
-        lines.append(" | ".join([f"| {int(size) // 1024} KiB x {conns}", text[0] + spread]
+        lines.append(" | ".join([f"| {label(size, conns, app)}", text[0] + spread]
                                 + text[1:] + ratios) + " |")
     return "\n".join(lines)
 
