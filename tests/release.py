@@ -65,12 +65,15 @@ def quiet_env():
 
 
 def build(outdir, unoptimised=False):
-    """sdist, then a wheel from the sdist (compiled without optimisation
-    if asked: setup.py's URINGLOOP_OPT=0); returns (sdist, wheel, build
+    """sdist, then a wheel from the sdist: profile-guided, as the release
+    wheels are (setup.py's URINGLOOP_PGO=1), or compiled without
+    optimisation if asked (URINGLOOP_OPT=0); returns (sdist, wheel, build
     log)."""
     env = quiet_env()
     if unoptimised:
         env["URINGLOOP_OPT"] = "0"
+    else:
+        env["URINGLOOP_PGO"] = "1"
     out = run([sys.executable, "-m", "build", "--outdir", outdir, ROOT],
               capture_output=True, text=True, env=env, check=False)
     if out.returncode:
@@ -165,6 +168,10 @@ def main():
             warned = packaging_warnings(log)
             if warned:
                 sys.exit("the build printed packaging warnings:\n" + "\n".join(warned))
+            if "uringloop: profile-guided build: the training left" not in log:
+                sys.exit("the wheel was built without a profile (setup.py's URINGLOOP_PGO=1):\n"
+                         + "\n".join(line for line in log.splitlines()
+                                      if line.startswith("uringloop:")))
         if "manylinux" not in os.path.basename(wheel):
             wheel = repair(wheel, os.path.join(work, "repaired"))
         run([sys.executable, "-m", "twine", "check", "--strict", wheel]
