@@ -133,7 +133,10 @@ class BuildExt(build_ext):
                 f"{out.returncode}): {(out.stderr or out.stdout).strip()[-2000:]}; "
                 "building without a profile")
             return 0
-        return len(glob.glob(os.path.join(profile_dir, "*.gcda")))
+        counts = len(glob.glob(os.path.join(profile_dir, "*.gcda")))
+        if not counts:
+            say("the profile training ran but left no profile files; building without a profile")
+        return counts
 
 
 setup(
