@@ -6,8 +6,12 @@ lays the paths this run took out together and moves the ones it never
 took (error handling, mostly) out of their way.  What runs here is what a
 server on the loop runs most: echo over TCP with protocols and with
 streams at 1, 10 and 100 KiB, the sock_* methods, connections opened and
-closed, UDP datagrams, timers and tasks.  Every part is bounded in count
-and the whole in time (DEADLINE); one process, loopback only.
+closed, UDP datagrams, timers and tasks; and the protocol echo once more
+for a client in another process (plain blocking sockets), so that the
+loop waits in io_uring_enter between requests, as a server does -- with
+its clients in the same loop it always has work and never waits, and the
+compiler took the waiting path for a cold one.  Every part is bounded in
+count and the whole in time (DEADLINE); loopback only.
 
     PYTHONPATH=<dir holding the built package> python3 pgo_training.py [--expect DIR]
 
@@ -19,10 +23,11 @@ build then goes on without a profile).
 """
 import asyncio
 import os
+import signal
 import socket
 import sys
 
-DEADLINE = 60.0         # seconds for the whole run, whatever happens
+DEADLINE = 60           # seconds for the whole run, whatever happens
 CONNS = 10
 ROUNDS = {1024: 2000, 10240: 1000, 102400: 200}
 
@@ -134,12 +139,49 @@ async def timers(loop, count):
     await asyncio.sleep(0.02)
 
 
+# the client in another process: lockstep rounds of one message on each
+# connection, every reply read whole and checked
+OUTSIDE_CLIENT = r"""
+import socket, sys
+port, conns = int(sys.argv[1]), int(sys.argv[2])
+socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(conns)]
+for s in socks:
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.settimeout(30)
+for size, rounds in ((1024, 2000), (10240, 1000), (102400, 200)):
+    message = bytes(range(256)) * (size // 256)
+    buf = bytearray(size)
+    for _ in range(rounds):
+        for s in socks:
+            s.sendall(message)
+        for s in socks:
+            view, got = memoryview(buf), 0
+            while got < size:
+                n = s.recv_into(view[got:])
+                if n == 0:
+                    sys.exit("closed")
+                got += n
+            if buf != message:
+                sys.exit("echo corrupted")
+for s in socks:
+    s.close()
+"""
+
+
+async def outside_client(port):
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", OUTSIDE_CLIENT,
+                                                str(port), str(CONNS))
+    if await proc.wait() != 0:
+        raise RuntimeError("the outside client failed")
+
+
 async def train():
     loop = asyncio.get_running_loop()
     server = await loop.create_server(Echo, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     streams = await asyncio.start_server(streams_handler, "127.0.0.1", 0)
     streams_port = streams.sockets[0].getsockname()[1]
+    await outside_client(port)
     for size, rounds in ROUNDS.items():
         await asyncio.gather(*(stream_client(port, size, rounds) for _ in range(CONNS)))
         await asyncio.gather(*(stream_client(streams_port, size, rounds // 2)
@@ -168,9 +210,16 @@ def main():
     except uringloop.RingUnavailableError as exc:
         print(f"pgo_training: no ring here ({exc})", file=sys.stderr)
         return 2
+    # The deadline is an alarm, not asyncio.wait_for(): a timer pending
+    # for the whole run would make every wait in io_uring_enter one with a
+    # timeout, and the compiler would take the wait without one (a server
+    # with no timers due) for a cold path.  SIGALRM's default action ends
+    # the process, and the build goes on without a profile.
+    signal.alarm(int(DEADLINE))
     try:
-        loop.run_until_complete(asyncio.wait_for(train(), DEADLINE))
+        loop.run_until_complete(train())
     finally:
+        signal.alarm(0)
         loop.close()
     return 0
 
