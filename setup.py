@@ -51,7 +51,6 @@ extension = Extension(
 )
 
 
-
 def say(message):
     print(f"uringloop: {message}", file=sys.stderr, flush=True)
 
