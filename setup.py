@@ -132,7 +132,10 @@ class BuildExt(build_ext):
                 f"{out.returncode}): {(out.stderr or out.stdout).strip()[-2000:]}; "
                 "building without a profile")
             return 0
-        counts = len(glob.glob(os.path.join(profile_dir, "*.gcda")))
+        # (GCC names them after the object files: the path flattened with
+        # '#' for a relative object path, kept as directories for an
+        # absolute one, as pip's editable and isolated builds have)
+        counts = len(glob.glob(os.path.join(profile_dir, "**", "*.gcda"), recursive=True))
         if not counts:
             say("the profile training ran but left no profile files; building without a profile")
         return counts
