@@ -60,8 +60,12 @@ def copy_tree(dest):
 
 
 def build(tree, prefix=()):
+    """The in-place build, its objects under an absolute path, as pip's
+    editable and isolated builds have them (GCC then keeps the path as
+    directories under the profile directory, instead of one flat name)."""
     env = dict(os.environ, URINGLOOP_PGO="1", URINGLOOP_OPT="0")
-    return subprocess.run(list(prefix) + [sys.executable, "setup.py", "build_ext", "--inplace"],
+    return subprocess.run(list(prefix) + [sys.executable, "setup.py", "build_ext", "--inplace",
+                                          "--build-temp", str(tree / "objects")],
                           cwd=tree, env=env, capture_output=True, text=True, timeout=900)
 
 
