@@ -71,27 +71,43 @@ def serve(loop, out_file, tool, app=None):
     return proc, int(line.split()[1])
 
 
+def clients(port, conns):
+    """`conns` connections to the server, Nagle off, a generous timeout."""
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(conns)]
+    for s in socks:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.settimeout(120)
+    return socks
+
+
+def recv_into_exactly(s, view):
+    """Fill `view` from s; the server closing first is an error."""
+    got = 0
+    while got < len(view):
+        n = s.recv_into(view[got:])
+        if n == 0:
+            raise RuntimeError("server closed the connection")
+        got += n
+
+
+def recv_exactly(s, size):
+    buf = bytearray(size)
+    recv_into_exactly(s, memoryview(buf))
+    return bytes(buf)
+
+
 def drive(port, conns, size, rounds):
     """`rounds` lockstep rounds of one `size`-byte message per connection;
     every reply is compared with what was sent."""
-    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(conns)]
+    socks = clients(port, conns)
     try:
-        for s in socks:
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            s.settimeout(120)
         buf = bytearray(size)
         for r in range(rounds):
             msg = bytes([(r + i) & 0xFF for i in range(256)]) * (size // 256) + b"x" * (size % 256)
             for s in socks:
                 s.sendall(msg)
             for s in socks:
-                view = memoryview(buf)
-                got = 0
-                while got < size:
-                    n = s.recv_into(view[got:])
-                    if n == 0:
-                        raise RuntimeError("server closed the connection")
-                    got += n
+                recv_into_exactly(s, memoryview(buf))
                 if buf != msg:
                     raise RuntimeError("echo corrupted")
     finally:
@@ -110,13 +126,7 @@ def drive_connect(port, size, rounds):
         try:
             s.settimeout(120)
             s.sendall(msg)
-            got = b""
-            while len(got) < size:
-                data = s.recv(size - len(got))
-                if not data:
-                    raise RuntimeError("server closed the connection")
-                got += data
-            if got != msg:
+            if recv_exactly(s, size) != msg:
                 raise RuntimeError("echo corrupted")
         finally:
             s.close()
@@ -128,11 +138,8 @@ HTTP_REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 def drive_http(port, conns, rounds):
     """`rounds` lockstep rounds of one keep-alive GET per connection; each
     response read whole (headers, then Content-Length bytes) and checked."""
-    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(conns)]
+    socks = clients(port, conns)
     try:
-        for s in socks:
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            s.settimeout(120)
         for _ in range(rounds):
             for s in socks:
                 s.sendall(HTTP_REQUEST)
@@ -145,11 +152,8 @@ def drive_http(port, conns, rounds):
                     got += data
                 head, body = got.split(b"\r\n\r\n", 1)
                 length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
-                while len(body) < length:
-                    data = s.recv(65536)
-                    if not data:
-                        raise RuntimeError("server closed the connection")
-                    body += data
+                if len(body) < length:
+                    body += recv_exactly(s, length - len(body))
                 if not head.startswith(b"HTTP/1.1 200") or body != b"Hello, World!":
                     raise RuntimeError(f"unexpected response {got!r}")
     finally:
@@ -267,7 +271,8 @@ def main():
                     print(f"{label(size, conns, args.app):22s} {loop:9s} "
                           f"{cell['instructions_per_req']:9.0f} instructions/"
                           + ("req" if conns else "connection")
-                          + (f" {cell['syscalls_per_req']:6.2f} syscalls/req"
+                          + (f" {cell['syscalls_per_req']:6.2f} syscalls/"
+                             + ("req" if conns else "connection")
                              if args.syscalls else ""), flush=True)
     median = {key: {m: statistics.median(c[m] for c in cells) for m in cells[0]}
               for key, cells in runs.items()}
