@@ -123,13 +123,11 @@ async def datagrams(loop, count):
     server.close()
 
 
+def tick():
+    pass
+
+
 async def timers(loop, count):
-    fired = 0
-
-    def tick():
-        nonlocal fired
-        fired += 1
-
     handles = [loop.call_later(0.001 * (i % 10), tick) for i in range(count)]
     for h in handles[::2]:
         h.cancel()
@@ -144,11 +142,12 @@ async def timers(loop, count):
 OUTSIDE_CLIENT = r"""
 import socket, sys
 port, conns = int(sys.argv[1]), int(sys.argv[2])
+cells = [tuple(map(int, cell.split(":"))) for cell in sys.argv[3:]]   # size:rounds
 socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(conns)]
 for s in socks:
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.settimeout(30)
-for size, rounds in ((1024, 2000), (10240, 1000), (102400, 200)):
+for size, rounds in cells:
     message = bytes(range(256)) * (size // 256)
     buf = bytearray(size)
     for _ in range(rounds):
@@ -169,8 +168,9 @@ for s in socks:
 
 
 async def outside_client(port):
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", OUTSIDE_CLIENT,
-                                                str(port), str(CONNS))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", OUTSIDE_CLIENT, str(port), str(CONNS),
+        *(f"{size}:{rounds}" for size, rounds in ROUNDS.items()))
     if await proc.wait() != 0:
         raise RuntimeError("the outside client failed")
 
