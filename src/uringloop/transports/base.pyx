@@ -535,6 +535,20 @@ cdef tuple socket_names(object sock, object extra):
     return sockname, peer_name(sock)
 
 
+cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
+    """tr.protocol.data_received(data), as the stdlib's transports call it:
+    anything but SystemExit/KeyboardInterrupt it raises is the transport's
+    fatal error.  False then.  (Inline: it is on every read's path.)"""
+    try:
+        tr.protocol.data_received(data)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        tr.fatal_error(exc, 'Fatal error: protocol.data_received() call failed.')
+        return False
+    return True
+
+
 cdef dict socket_extra(object sock, object extra):
     cdef dict info = {} if extra is None else dict(extra)
     info['socket'] = trsock.TransportSocket(sock)

@@ -92,12 +92,7 @@ cdef class ReadPipeTransport(BaseTransport):
             return 0
         if res > 0:
             data = PyBytes_FromStringAndSize(PyBytes_AS_STRING(self.read_op.buf), res)
-            try:
-                self.protocol.data_received(data)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self.fatal_error(exc, 'Fatal error: protocol.data_received() call failed.')
+            if not call_data_received(self, data):
                 return 0
         elif res == 0:
             if self.loop.get_debug():

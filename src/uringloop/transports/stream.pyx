@@ -443,12 +443,7 @@ cdef class StreamTransport(BaseTransport):
             return self.deliver_piece(<ZeroCopyPiece>data)
         if self.buffered_protocol:
             return self.deliver_copied(data)
-        try:
-            self.protocol.data_received(data)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self.fatal_error(exc, 'Fatal error: protocol.data_received() call failed.')
+        call_data_received(self, data)
         return 0
 
     cdef int deliver_copied(self, object data) except -1:
