@@ -7,6 +7,7 @@
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t
 from cpython.buffer cimport Py_buffer
 from cpython.ref cimport PyObject
+from cpython.object cimport PyTypeObject
 from .includes.ring cimport (ul_ring, ul_buf_ring, io_uring_sqe, msghdr, iovec,
                              sockaddr_storage, socklen_t, ul_zcrx_rq, statx)
 

@@ -1,5 +1,24 @@
 # Declarations shared by the transports (bodies in transports/base.pyx).
 
+cdef extern from "method_cache.h":
+    enum:
+        UL_MC_LOOKUP
+        UL_MC_NO_DICT
+        UL_MC_VALUES
+    int ul_mc_kind(PyTypeObject *tp) noexcept
+    Py_ssize_t ul_mc_shared_index(PyTypeObject *tp, object name, Py_ssize_t *nentries) noexcept
+    int ul_mc_values_lack(object obj, Py_ssize_t ix, Py_ssize_t nentries) noexcept
+    bint ul_mc_is_method(PyObject *descr) noexcept
+    unsigned int ul_mc_type_tag(PyTypeObject *tp) noexcept
+
+ctypedef struct MethodCheck:
+    # what a cached method (the function a type gave for a name) holds for:
+    size_t type             # the type's address (0: nothing cached)
+    unsigned int tag        # its version tag then
+    int kind                # UL_MC_*: how its objects could override it
+    Py_ssize_t ix           # UL_MC_VALUES: the name's shared-key index or -1,
+    Py_ssize_t nentries     # and how many shared keys there were
+
 cdef class BaseTransport:
     cdef object __weakref__
     cdef dict __dict__               # lets tests and users set attributes
@@ -9,6 +28,8 @@ cdef class BaseTransport:
     cdef object sock
     cdef int fd
     cdef object protocol
+    cdef object data_received_func   # what protocol.data_received called,
+    cdef MethodCheck data_received_check  # and when it still does (base.pyx)
     cdef object context              # copy of the context it was made in:
                                      # protocol callbacks run in it
     cdef dict extra

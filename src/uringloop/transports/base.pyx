@@ -535,12 +535,68 @@ cdef tuple socket_names(object sock, object extra):
     return sockname, peer_name(sock)
 
 
+cdef PyObject *remember_data_received(BaseTransport tr, object protocol) noexcept:
+    """Look data_received up on the protocol's type as a method call does,
+    and keep what the next calls must check for the function found to be
+    what they call (method_cache.h).  The function, or NULL: look it up."""
+    cdef PyTypeObject *tp = Py_TYPE(protocol)
+    cdef PyObject *descr = _PyType_Lookup(tp, 'data_received')  # (tags tp)
+    cdef MethodCheck *check = &tr.data_received_check
+    cdef unsigned int tag = ul_mc_type_tag(tp)
+    check.type = <size_t>tp if tag != 0 else 0
+    check.tag = tag
+    check.kind = ul_mc_kind(tp) if ul_mc_is_method(descr) else UL_MC_LOOKUP
+    if check.kind == UL_MC_LOOKUP:
+        tr.data_received_func = None
+        return NULL
+    tr.data_received_func = <object>descr
+    if check.kind == UL_MC_VALUES:
+        check.ix = ul_mc_shared_index(tp, 'data_received', &check.nentries)
+        if ul_mc_values_lack(protocol, check.ix, check.nentries) <= 0:
+            return NULL
+    return descr
+
+
+cdef inline PyObject *known_data_received(BaseTransport tr, object protocol) noexcept:
+    """The function protocol.data_received would call with the protocol as
+    its first argument, when that is known without the lookup (the type
+    and its version tag as last seen, and no attribute of the protocol's
+    own in the way); NULL: look it up.  The lookup was ~200 of a 10 KiB
+    echo request's ~2400 instructions (docs/benchmarks.md)."""
+    cdef PyTypeObject *tp = Py_TYPE(protocol)
+    cdef MethodCheck *check = &tr.data_received_check
+    cdef int lacks
+    if <size_t>tp == check.type and ul_mc_type_tag(tp) == check.tag:
+        if check.kind == UL_MC_NO_DICT:
+            return <PyObject *>tr.data_received_func
+        if check.kind == UL_MC_LOOKUP:
+            return NULL
+        lacks = ul_mc_values_lack(protocol, check.ix, check.nentries)
+        if lacks > 0:
+            return <PyObject *>tr.data_received_func
+        if lacks == 0:
+            return NULL
+        # the type's shared keys grew: is data_received one of them now?
+    return remember_data_received(tr, protocol)
+
+
 cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     """tr.protocol.data_received(data), as the stdlib's transports call it:
     anything but SystemExit/KeyboardInterrupt it raises is the transport's
-    fatal error.  False then.  (Inline: it is on every read's path.)"""
+    fatal error.  False then.  (Inline: it is on every read's path.)  The
+    method is called as the lookup would find it, kept between calls while
+    nothing that would change what it finds has changed
+    (known_data_received())."""
+    cdef object protocol = tr.protocol
+    cdef PyObject *func
     try:
-        tr.protocol.data_received(data)
+        func = known_data_received(tr, protocol)
+        if func != NULL:
+            # (a reference of its own: the call may change what is kept)
+            method = <object>func
+            method(protocol, data)
+        else:
+            protocol.data_received(data)
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as exc:

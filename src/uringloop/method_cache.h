@@ -1,0 +1,159 @@
+/* method_cache.h: what `obj.name(...)` would call, known without the
+ * lookup while nothing it depends on has changed.
+ *
+ * CPython's method call (_PyObject_GetMethod) finds `name` on the type and,
+ * when that is a method descriptor (a Python function, say), calls it with
+ * obj as its first argument -- unless obj has an attribute of that name of
+ * its own, which wins.  A transport calls protocol.data_received() on
+ * every read, and that lookup was the largest cost left of a 10 KiB echo
+ * request (docs/benchmarks.md).  A cache of it (transports/base.pyx,
+ * protocol_method()) keeps the function the type gave and checks, per
+ * call, what could have changed the answer:
+ *
+ *   the type:   obj's type and its version tag are the ones seen (any
+ *               change to the class or a class above it gives it a new
+ *               tag; assigning obj.__class__ changes the type);
+ *   the object: it cannot have an attribute of its own (no instance dict:
+ *               __slots__ all the way up, as aiohttp's protocols), or
+ *               (CPython 3.11 and 3.12, where this header knows the layout)
+ *               its attributes are still the type's shared-key values and
+ *               the one for `name` is empty.
+ *
+ * Anything else -- a materialised instance __dict__, a custom
+ * __getattribute__, a type without a tag, another CPython -- answers "look
+ * it up", and the caller makes the method call as before.  The layouts
+ * below are CPython's (Include/internal/pycore_dict.h and pycore_object.h
+ * of each version), read, not included: those headers need Py_BUILD_CORE.
+ */
+#ifndef URINGLOOP_METHOD_CACHE_H
+#define URINGLOOP_METHOD_CACHE_H
+
+#include <Python.h>
+#include <stdint.h>
+
+/* How an object of a type can hold attributes of its own. */
+enum {
+    UL_MC_LOOKUP = 0,   /* in a way not checked here: look the name up */
+    UL_MC_NO_DICT = 1,  /* it cannot */
+    UL_MC_VALUES = 2,   /* in values beside the type's shared keys */
+};
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+#define UL_MC_KNOWS_VALUES 1
+
+/* The head of PyDictKeysObject, the same in 3.11 and 3.12. */
+typedef struct {
+    Py_ssize_t dk_refcnt;
+    uint8_t dk_log2_size;
+    uint8_t dk_log2_index_bytes;
+    uint8_t dk_kind;
+    uint32_t dk_version;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;
+    char dk_indices[];
+} ul_dict_keys;
+
+typedef struct {
+    PyObject *me_key;
+    PyObject *me_value;
+} ul_unicode_entry;
+
+#define UL_DICT_KEYS_SPLIT 2
+
+static inline ul_dict_keys *ul_mc_shared_keys(PyTypeObject *tp)
+{
+    return (ul_dict_keys *)((PyHeapTypeObject *)tp)->ht_cached_keys;
+}
+
+/* obj's attribute values (an array indexed as the type's shared keys), or
+ * NULL when its attributes are a dict of their own. */
+static inline PyObject **ul_mc_values(PyObject *obj)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    /* 3.11: the values pointer four words before the object */
+    return ((PyObject ***)obj)[-4];
+#else
+    /* 3.12: a dict or (tagged with 1, pointing one byte before) values */
+    uintptr_t v = ((uintptr_t *)obj)[-3];
+    return (v & 1) ? (PyObject **)(v + 1) : NULL;
+#endif
+}
+#else
+#define UL_MC_KNOWS_VALUES 0
+#endif
+
+/* The UL_MC_* kind of tp's objects. */
+static inline int ul_mc_kind(PyTypeObject *tp)
+{
+    if (tp->tp_getattro != PyObject_GenericGetAttr)
+        return UL_MC_LOOKUP;
+    if (tp->tp_flags & Py_TPFLAGS_MANAGED_DICT) {
+#if UL_MC_KNOWS_VALUES
+        ul_dict_keys *keys = ul_mc_shared_keys(tp);
+        if ((tp->tp_flags & Py_TPFLAGS_HEAPTYPE) && keys != NULL
+                && keys->dk_kind == UL_DICT_KEYS_SPLIT)
+            return UL_MC_VALUES;
+#endif
+        return UL_MC_LOOKUP;
+    }
+    return tp->tp_dictoffset == 0 ? UL_MC_NO_DICT : UL_MC_LOOKUP;
+}
+
+/* For a UL_MC_VALUES type: the index of `name` among its shared keys, or -1
+ * when it is not one of them; *nentries: how many there are (they are only
+ * ever added to, so while that number holds, a -1 holds). */
+static inline Py_ssize_t ul_mc_shared_index(PyTypeObject *tp, PyObject *name,
+                                            Py_ssize_t *nentries)
+{
+#if UL_MC_KNOWS_VALUES
+    ul_dict_keys *keys = ul_mc_shared_keys(tp);
+    ul_unicode_entry *entries =
+        (ul_unicode_entry *)(keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes));
+    Py_ssize_t i;
+    *nentries = keys->dk_nentries;
+    for (i = 0; i < keys->dk_nentries; i++) {
+        PyObject *key = entries[i].me_key;
+        if (key == name || (key != NULL && PyUnicode_Check(key)
+                            && PyUnicode_Compare(key, name) == 0))
+            return i;
+    }
+#else
+    (void)tp; (void)name;
+    *nentries = 0;
+#endif
+    return -1;
+}
+
+/* For a UL_MC_VALUES object: 1 when it has no attribute `name` of its own
+ * (its values slot `ix` is empty, or with ix -1 the shared keys have not
+ * grown past `nentries`); -1 when they have (look again); 0 when it may
+ * (its attributes are a dict). */
+static inline int ul_mc_values_lack(PyObject *obj, Py_ssize_t ix, Py_ssize_t nentries)
+{
+#if UL_MC_KNOWS_VALUES
+    PyObject **values = ul_mc_values(obj);
+    if (values == NULL)
+        return 0;
+    if (ix >= 0)
+        return values[ix] == NULL;
+    return ul_mc_shared_keys(Py_TYPE(obj))->dk_nentries == nentries ? 1 : -1;
+#else
+    (void)obj; (void)ix; (void)nentries;
+    return 0;
+#endif
+}
+
+/* A method descriptor: what a method call calls with the object as its
+ * first argument, unbound (a Python function, a C method, a cyfunction). */
+static inline int ul_mc_is_method(PyObject *descr)
+{
+    return descr != NULL && PyType_HasFeature(Py_TYPE(descr), Py_TPFLAGS_METHOD_DESCRIPTOR);
+}
+
+/* tp's version tag, or 0 when it has none valid. */
+static inline unsigned int ul_mc_type_tag(PyTypeObject *tp)
+{
+    return (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
+}
+
+#endif
