@@ -28,8 +28,9 @@ cdef class BaseTransport:
     cdef object sock
     cdef int fd
     cdef object protocol
-    cdef object data_received_func   # what protocol.data_received called,
-    cdef MethodCheck data_received_check  # and when it still does (base.pyx)
+    cdef object read_method          # the function each read's protocol call
+                                     # (data_received, datagram_received) found,
+    cdef MethodCheck read_method_check  # and when it still is (base.pyx)
     cdef object context              # copy of the context it was made in:
                                      # protocol callbacks run in it
     cdef dict extra

@@ -535,65 +535,62 @@ cdef tuple socket_names(object sock, object extra):
     return sockname, peer_name(sock)
 
 
-cdef PyObject *remember_data_received(BaseTransport tr, object protocol) noexcept:
-    """Look data_received up on the protocol's type as a method call does,
-    and keep what the next calls must check for the function found to be
-    what they call (method_cache.h).  The function, or NULL: look it up."""
-    cdef PyTypeObject *tp = Py_TYPE(protocol)
-    cdef PyObject *descr = _PyType_Lookup(tp, 'data_received')  # (tags tp)
-    cdef MethodCheck *check = &tr.data_received_check
+cdef object look_up_method(MethodCheck *check, object obj, str name):
+    """The function obj.<name>(...) calls with obj as its first argument, as
+    a method call looks it up, and in `check` what must hold for the next
+    calls to call it without the lookup (method_kept()).  None, and a check
+    that says "look it up", where the name gives no such function or the
+    type is not one whose lookup is checked so (method_cache.h)."""
+    cdef PyTypeObject *tp = Py_TYPE(obj)
+    cdef PyObject *descr = _PyType_Lookup(tp, name)     # (gives tp a tag)
     cdef unsigned int tag = ul_mc_type_tag(tp)
     check.type = <size_t>tp if tag != 0 else 0
     check.tag = tag
     check.kind = ul_mc_kind(tp) if ul_mc_is_method(descr) else UL_MC_LOOKUP
     if check.kind == UL_MC_LOOKUP:
-        tr.data_received_func = None
-        return NULL
-    tr.data_received_func = <object>descr
+        return None
     if check.kind == UL_MC_VALUES:
-        check.ix = ul_mc_shared_index(tp, 'data_received', &check.nentries)
-        if ul_mc_values_lack(protocol, check.ix, check.nentries) <= 0:
-            return NULL
-    return descr
+        check.ix = ul_mc_shared_index(tp, name, &check.nentries)
+    return <object>descr
 
 
-cdef inline PyObject *known_data_received(BaseTransport tr, object protocol) noexcept:
-    """The function protocol.data_received would call with the protocol as
-    its first argument, when that is known without the lookup (the type
-    and its version tag as last seen, and no attribute of the protocol's
-    own in the way); NULL: look it up.  The lookup was ~200 of a 10 KiB
-    echo request's ~2400 instructions (docs/benchmarks.md)."""
-    cdef PyTypeObject *tp = Py_TYPE(protocol)
-    cdef MethodCheck *check = &tr.data_received_check
-    cdef int lacks
-    if <size_t>tp == check.type and ul_mc_type_tag(tp) == check.tag:
-        if check.kind == UL_MC_NO_DICT:
-            return <PyObject *>tr.data_received_func
-        if check.kind == UL_MC_LOOKUP:
-            return NULL
-        lacks = ul_mc_values_lack(protocol, check.ix, check.nentries)
-        if lacks > 0:
-            return <PyObject *>tr.data_received_func
-        if lacks == 0:
-            return NULL
-        # the type's shared keys grew: is data_received one of them now?
-    return remember_data_received(tr, protocol)
+cdef inline int method_kept(MethodCheck *check, object obj) noexcept:
+    """For a function look_up_method(check, obj's type, name) gave: 1 when
+    it is still what obj.<name> finds (the type and its version tag as seen,
+    and no attribute of obj's own in the way); 0 when the lookup must be
+    made; -1 when look_up_method() must be asked again."""
+    cdef PyTypeObject *tp = Py_TYPE(obj)
+    if <size_t>tp != check.type or ul_mc_type_tag(tp) != check.tag:
+        return -1
+    if check.kind == UL_MC_NO_DICT:
+        return 1
+    if check.kind == UL_MC_LOOKUP:
+        return 0
+    # -1 here: the type's shared keys grew (is the name one of them now?)
+    return ul_mc_values_lack(obj, check.ix, check.nentries)
+
+
+cdef int renew_read_method(BaseTransport tr, object protocol, str name) noexcept:
+    """Look protocol.<name> up again for the transport's read_method
+    (look_up_method()): what method_kept() says of it now, 1 or 0."""
+    tr.read_method = look_up_method(&tr.read_method_check, protocol, name)
+    return method_kept(&tr.read_method_check, protocol) > 0
 
 
 cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     """tr.protocol.data_received(data), as the stdlib's transports call it:
     anything but SystemExit/KeyboardInterrupt it raises is the transport's
-    fatal error.  False then.  (Inline: it is on every read's path.)  The
-    method is called as the lookup would find it, kept between calls while
-    nothing that would change what it finds has changed
-    (known_data_received())."""
+    fatal error.  False then.  (Inline: it is on every read's path.)
+    The method is the function the lookup finds, kept in tr.read_method
+    while method_kept() says the lookup would find it still: the lookup was
+    ~200 of a 10 KiB echo request's ~3200 instructions (docs/benchmarks.md)."""
     cdef object protocol = tr.protocol
-    cdef PyObject *func
+    cdef int kept = method_kept(&tr.read_method_check, protocol)
+    if kept < 0:
+        kept = renew_read_method(tr, protocol, 'data_received')
     try:
-        func = known_data_received(tr, protocol)
-        if func != NULL:
-            # (a reference of its own: the call may change what is kept)
-            method = <object>func
+        if kept:
+            method = tr.read_method      # (a reference of its own for the call)
             method(protocol, data)
         else:
             protocol.data_received(data)

@@ -241,8 +241,17 @@ cdef class DatagramTransport(BaseTransport):
     cdef bint deliver(self, object data, object addr) except -1:
         """datagram_received(); False when it raised (the transport is then
         closed with the error)."""
+        cdef object protocol = self.protocol
+        # (the method kept as for data_received: call_data_received())
+        cdef int kept = method_kept(&self.read_method_check, protocol)
+        if kept < 0:
+            kept = renew_read_method(self, protocol, 'datagram_received')
         try:
-            self.protocol.datagram_received(data, addr)
+            if kept:
+                method = self.read_method
+                method(protocol, data, addr)
+            else:
+                protocol.datagram_received(data, addr)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
