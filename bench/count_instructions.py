@@ -27,6 +27,11 @@ resolve below 5-10%.
     python3 bench/count_instructions.py [--loops uringloop,uvloop,rloop]
         [--sizes 1024,10240] [--conns 1,10] [--repeat 1] [--keep DIR]
 
+--cache-sim adds callgrind's cache simulation (L1 32 KiB instruction and
+data caches, the last level as the machine's): L1 instruction and data read
+misses per request too -- whether a loop's steady-state path fits in the
+instruction cache, which no instruction count shows (this machine has no
+hardware counters to measure it).
 --keep DIR leaves the callgrind files there (<loop>-<size>-<conns>-short.out
 and -long.out); `--top N` then prints each cell's N functions with the most
 instructions per request (self, the two runs' difference).
@@ -48,7 +53,7 @@ from run_echo import HERE, SERVER_ENV, save_results
 LOOPS = ["uringloop", "uvloop", "rloop", "asyncio"]
 
 
-def serve(loop, out_file, tool, app=None):
+def serve(loop, out_file, tool, app=None, cache_sim=False):
     """Start the echo server (or http_server.py's `app`) under `tool`
     ("callgrind" or "strace"), return (process, port)."""
     if app:
@@ -59,7 +64,9 @@ def serve(loop, out_file, tool, app=None):
                   "--style", "protocol", "--port", "0"]
     if tool == "callgrind":
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
-               "--dump-instr=no", "--quiet"] + server
+               "--dump-instr=no", "--quiet"] + (
+                   ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64"] if cache_sim else []
+               ) + server
     else:
         cmd = ["strace", "-f", "-c", "-o", out_file] + server
     env = dict(SERVER_ENV, PYTHONHASHSEED="0")
@@ -185,13 +192,17 @@ def stop(proc, port):
     raise RuntimeError("the server did not stop")
 
 
-def instructions(path):
-    """The total of a callgrind output file (its `totals:` or `summary:`
-    line, event Ir)."""
+def events(path):
+    """The totals of a callgrind output file, {event: count} (its `events:`
+    line names them, its `totals:` or `summary:` line counts them; Ir is
+    instructions, I1mr and D1mr L1 instruction and data read misses)."""
+    names = ["Ir"]
     with open(path) as f:
         for line in f:
+            if line.startswith("events:"):
+                names = line.split()[1:]
             if line.startswith(("totals:", "summary:")):
-                return int(line.split()[1])
+                return dict(zip(names, map(int, line.split()[1:])))
     raise RuntimeError(f"no totals in {path}")
 
 
@@ -205,14 +216,15 @@ def syscalls(path):
     raise RuntimeError(f"no total in {path}")
 
 
-def measure(loop, size, conns, short, long, tool, keep, app=None):
-    """Per request: (long run - short run) / (their difference in requests).
+def measure(loop, size, conns, short, long, tool, keep, app=None, cache_sim=False):
+    """Per request: (long run - short run) / (their difference in requests),
+    {event: count} for callgrind, {"syscalls": count} for strace.
     conns == 0: per connection (drive_connect)."""
     totals = []
     with tempfile.TemporaryDirectory() as tmp:
         for rounds in (short, long):
             out = os.path.join(tmp, f"{loop}-{size}-{conns}-{rounds}.out")
-            proc, port = serve(loop, out, tool, app)
+            proc, port = serve(loop, out, tool, app, cache_sim)
             try:
                 if app:
                     drive_http(port, conns, rounds)
@@ -222,12 +234,13 @@ def measure(loop, size, conns, short, long, tool, keep, app=None):
                     drive_connect(port, size, rounds)
             finally:
                 stop(proc, port)
-            totals.append(instructions(out) if tool == "callgrind" else syscalls(out))
+            totals.append(events(out) if tool == "callgrind" else {"syscalls": syscalls(out)})
             if keep and tool == "callgrind":
                 os.makedirs(keep, exist_ok=True)
                 run = "short" if rounds == short else "long"
                 shutil.copy(out, os.path.join(keep, f"{loop}-{size}-{conns}-{run}.out"))
-    return (totals[1] - totals[0]) / ((long - short) * max(conns, 1))
+    return {name: (totals[1][name] - totals[0][name]) / ((long - short) * max(conns, 1))
+            for name in totals[0]}
 
 
 def main():
@@ -243,6 +256,8 @@ def main():
                         help="per connection (connect, one echo, close) instead of per request")
     parser.add_argument("--app", choices=["aiohttp", "raw"],
                         help="per HTTP request to bench/http_server.py's app instead")
+    parser.add_argument("--cache-sim", action="store_true",
+                        help="also L1 instruction and data read misses (callgrind's simulation)")
     parser.add_argument("--keep", metavar="DIR")
     parser.add_argument("--top", type=int, default=0, metavar="N")
     args = parser.parse_args()
@@ -258,12 +273,16 @@ def main():
         for conns in map(int, args.conns.split(",")):
             for _ in range(args.repeat):
                 for loop in loops:
-                    cell = {"instructions_per_req": measure(loop, size, conns, args.short,
-                                                            args.long, "callgrind", args.keep,
-                                                            args.app)}
+                    counted = measure(loop, size, conns, args.short, args.long, "callgrind",
+                                      args.keep, args.app, args.cache_sim)
+                    cell = {"instructions_per_req": counted["Ir"]}
+                    if args.cache_sim:
+                        cell["i1_misses_per_req"] = counted["I1mr"]
+                        cell["d1_read_misses_per_req"] = counted["D1mr"]
                     if args.syscalls:
                         cell["syscalls_per_req"] = measure(loop, size, conns, args.short,
-                                                           args.long, "strace", None, args.app)
+                                                           args.long, "strace", None,
+                                                           args.app)["syscalls"]
                     runs.setdefault(f"{size}/{conns}/{loop}", []).append(cell)
                     if args.keep and args.top:
                         print_top(args.keep, f"{loop}-{size}-{conns}",
@@ -273,7 +292,10 @@ def main():
                           + ("req" if conns else "connection")
                           + (f" {cell['syscalls_per_req']:6.2f} syscalls/"
                              + ("req" if conns else "connection")
-                             if args.syscalls else ""), flush=True)
+                             if args.syscalls else "")
+                          + (f" {cell['i1_misses_per_req']:6.1f} L1i misses,"
+                             f" {cell['d1_read_misses_per_req']:6.1f} L1d read misses"
+                             if args.cache_sim else ""), flush=True)
     median = {key: {m: statistics.median(c[m] for c in cells) for m in cells[0]}
               for key, cells in runs.items()}
     save_results("instructions", args, runs, median, render(runs, median, loops, args.app))
@@ -310,6 +332,16 @@ def label(size, conns, app):
 
 
 def render(runs, median, loops, app=None):
+    lines = table(runs, median, loops, app, "instructions_per_req")
+    for metric, what in (("i1_misses_per_req", "L1 instruction misses"),
+                         ("d1_read_misses_per_req", "L1 data read misses")):
+        if any(metric in m for m in median.values()):
+            lines += ["", f"{what} per request (callgrind's simulation):", ""]
+            lines += table(runs, median, loops, app, metric, "{:.1f}")
+    return "\n".join(lines)
+
+
+def table(runs, median, loops, app, metric, fmt="{:.0f}"):
     lines = ["| cell | "
              + " | ".join(loops + [f"uringloop vs {loop}" for loop in loops[1:]]) + " |",
              "|---" * (2 * len(loops)) + "|"]
@@ -317,16 +349,16 @@ def render(runs, median, loops, app=None):
                    key=lambda c: tuple(map(int, c.split("/"))))
     for cell in cells:
         size, conns = cell.split("/")
-        values = [median.get(f"{cell}/{loop}", {}).get("instructions_per_req") for loop in loops]
-        text = [f"{v:.0f}" if v is not None else "" for v in values]
+        values = [median.get(f"{cell}/{loop}", {}).get(metric) for loop in loops]
+        text = [fmt.format(v) if v is not None else "" for v in values]
         ratios = [f"{values[0] / v:.2f}x" if values[0] and v else "" for v in values[1:]]
         spread = ""
         if len(runs.get(f"{cell}/{loops[0]}", [])) > 1:
-            got = [c["instructions_per_req"] for c in runs[f"{cell}/{loops[0]}"]]
-            spread = f" ({min(got):.0f}-{max(got):.0f})"
+            got = [c[metric] for c in runs[f"{cell}/{loops[0]}"]]
+            spread = f" ({fmt.format(min(got))}-{fmt.format(max(got))})"
         lines.append(" | ".join([f"| {label(size, conns, app)}", text[0] + spread]
                                 + text[1:] + ratios) + " |")
-    return "\n".join(lines)
+    return lines
 
 
 if __name__ == "__main__":
