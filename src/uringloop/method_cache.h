@@ -110,11 +110,17 @@ static inline Py_ssize_t ul_mc_shared_index(PyTypeObject *tp, PyObject *name,
     ul_unicode_entry *entries =
         (ul_unicode_entry *)(keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes));
     Py_ssize_t i;
+    /* (two interned strings are equal only when they are the same object:
+     * attribute names are interned as they are set, and so is `name`,
+     * usually; compared by value otherwise) */
+    int name_interned = PyUnicode_CHECK_INTERNED(name) != 0;
     *nentries = keys->dk_nentries;
     for (i = 0; i < keys->dk_nentries; i++) {
         PyObject *key = entries[i].me_key;
-        if (key == name || (key != NULL && PyUnicode_Check(key)
-                            && PyUnicode_Compare(key, name) == 0))
+        if (key == name)
+            return i;
+        if (key != NULL && !(name_interned && PyUnicode_CHECK_INTERNED(key))
+                && PyUnicode_Compare(key, name) == 0)
             return i;
     }
 #else
