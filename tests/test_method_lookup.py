@@ -1,12 +1,13 @@
-"""protocol.data_received (and a datagram protocol's datagram_received) is
-found on each call as the stdlib's transports find it
+"""protocol.data_received (a datagram protocol's datagram_received, a
+BufferedProtocol's buffer_updated and get_buffer) is found on each call as
+the stdlib's transports find it
 (`self._protocol.data_received(data)`), though uringloop keeps the function
 between calls (transports/base.pyx, read_method_of(); the checks in
 method_cache.h).  Each scenario changes, between two reads, what that
 lookup finds -- the class, a class above it, the object's own attributes,
 its __class__ -- and runs on uringloop and on asyncio.SelectorEventLoop
-(`any_loop`), over a stream and over datagrams: both loops must call the
-functions written out in SCENARIOS."""
+(`any_loop`), over a stream, over datagrams and with a BufferedProtocol:
+both loops must call the functions written out in SCENARIOS."""
 import asyncio
 import socket
 
@@ -14,14 +15,20 @@ import pytest
 
 
 def records(label):
-    """A method that records `label`."""
-    return lambda self, *args: self.calls.append(label)
+    """A method that records `label` (and returns the buffer, as a
+    BufferedProtocol's get_buffer does)."""
+    return lambda self, *args: (self.calls.append(label), BUFFER)[1]
+
+
+BUFFER = bytearray(64)
 
 
 def recorder_classes(method):
     """Fresh classes per scenario (scenarios change them), whose `method`
-    (data_received or datagram_received) records which one ran."""
-    base = asyncio.Protocol if method == "data_received" else asyncio.DatagramProtocol
+    (data_received, datagram_received or buffer_updated) records which one
+    ran."""
+    base = {"data_received": asyncio.Protocol, "datagram_received": asyncio.DatagramProtocol,
+            "buffer_updated": asyncio.BufferedProtocol}[method]
 
     class Base(base):
         def connection_made(self, transport):
@@ -51,6 +58,9 @@ def recorder_classes(method):
     for cls, label in ((Base, "base"), (Proto, "class"), (Sibling, "sibling"),
                        (Slotted, "class")):
         setattr(cls, method, records(label))
+    if method == "buffer_updated":
+        for cls in (Base, Slotted):
+            cls.get_buffer = lambda self, sizehint: BUFFER
     return dict(Base=Base, Proto=Proto, Sibling=Sibling, Inherits=Inherits,
                 Slotted=Slotted, Redirects=Redirects, method=method)
 
@@ -158,7 +168,7 @@ def run_scenario(loop, name, method):
         before(classes, proto)
 
     async def main():
-        if method == "data_received":
+        if method != "datagram_received":
             a, b = socket.socketpair()
             transport, _ = await loop.connect_accepted_socket(lambda: proto, a)
         else:
@@ -190,3 +200,54 @@ def test_data_received_is_what_the_lookup_finds(any_loop, name):
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_datagram_received_is_what_the_lookup_finds(any_loop, name):
     assert run_scenario(any_loop, name, "datagram_received") == SCENARIOS[name][3]
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_buffer_updated_is_what_the_lookup_finds(any_loop, name):
+    assert run_scenario(any_loop, name, "buffer_updated") == SCENARIOS[name][3]
+
+
+@pytest.mark.parametrize("change", ["class", "own"])
+def test_get_buffer_is_what_the_lookup_finds(any_loop, change):
+    """get_buffer, changed between reads, is the new one from then on and
+    its buffer takes the bytes.  (Not call for call as on the selector
+    loop: uringloop asks for the buffer when it arms the read, before the
+    data, the selector loop when the data is there.)"""
+    loop = any_loop
+    old, new = bytearray(8), bytearray(8)
+    got = []
+
+    class Proto(asyncio.BufferedProtocol):
+        def get_buffer(self, sizehint):
+            return old
+
+        def buffer_updated(self, nbytes):
+            got.append(nbytes)
+
+    proto = Proto()
+
+    async def main():
+        a, b = socket.socketpair()
+        transport, _ = await loop.connect_accepted_socket(lambda: proto, a)
+        try:
+            for i, byte in enumerate(b"abcd"):
+                if i == 1:
+                    if change == "class":
+                        Proto.get_buffer = lambda self, sizehint: new
+                    else:
+                        proto.get_buffer = lambda sizehint: new
+                b.send(bytes([byte]))
+                for _ in range(500):
+                    if len(got) > i:
+                        break
+                    await asyncio.sleep(0.002)
+        finally:
+            transport.close()
+            b.close()
+            await asyncio.sleep(0)
+
+    loop.run_until_complete(main())
+    assert got == [1, 1, 1, 1]
+    # the old buffer took "a" (and on uringloop "b": armed before the change)
+    assert old[0] in b"ab"
+    assert new[0] == ord("d")       # the last read went to the new buffer

@@ -14,6 +14,7 @@ cdef extern from "method_cache.h":
 ctypedef struct MethodCheck:
     # what a cached method (the function a type gave for a name) holds for:
     size_t type             # the type's address (0: nothing cached)
+    PyObject *name          # the name looked up (an interned constant)
     unsigned int tag        # its version tag then
     int kind                # UL_MC_*: how its objects could override it
     Py_ssize_t ix           # UL_MC_VALUES: the name's shared-key index or -1,

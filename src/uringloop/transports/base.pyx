@@ -545,6 +545,7 @@ cdef object look_up_method(MethodCheck *check, object obj, str name):
     cdef PyObject *descr = _PyType_Lookup(tp, name)     # (gives tp a tag)
     cdef unsigned int tag = ul_mc_type_tag(tp)
     check.type = <size_t>tp if tag != 0 else 0
+    check.name = <PyObject *>name
     check.tag = tag
     check.kind = ul_mc_kind(tp) if ul_mc_is_method(descr) else UL_MC_LOOKUP
     if check.kind == UL_MC_LOOKUP:
@@ -554,13 +555,16 @@ cdef object look_up_method(MethodCheck *check, object obj, str name):
     return <object>descr
 
 
-cdef inline int method_kept(MethodCheck *check, object obj) noexcept:
+cdef inline int method_kept(MethodCheck *check, object obj, str name) noexcept:
     """For a function look_up_method(check, obj's type, name) gave: 1 when
     it is still what obj.<name> finds (the type and its version tag as seen,
     and no attribute of obj's own in the way); 0 when the lookup must be
-    made; -1 when look_up_method() must be asked again."""
+    made; -1 when look_up_method() must be asked again (also for another
+    name: a StreamTransport's read_method is data_received or
+    buffer_updated, as its protocol is)."""
     cdef PyTypeObject *tp = Py_TYPE(obj)
-    if <size_t>tp != check.type or ul_mc_type_tag(tp) != check.tag:
+    if (<size_t>tp != check.type or ul_mc_type_tag(tp) != check.tag
+            or check.name != <PyObject *>name):
         return -1
     if check.kind == UL_MC_NO_DICT:
         return 1
@@ -574,7 +578,7 @@ cdef int renew_read_method(BaseTransport tr, object protocol, str name) noexcept
     """Look protocol.<name> up again for the transport's read_method
     (look_up_method()): what method_kept() says of it now, 1 or 0."""
     tr.read_method = look_up_method(&tr.read_method_check, protocol, name)
-    return method_kept(&tr.read_method_check, protocol) > 0
+    return method_kept(&tr.read_method_check, protocol, name) > 0
 
 
 cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
@@ -585,7 +589,7 @@ cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     while method_kept() says the lookup would find it still: the lookup was
     ~200 of a 10 KiB echo request's ~3200 instructions (docs/benchmarks.md)."""
     cdef object protocol = tr.protocol
-    cdef int kept = method_kept(&tr.read_method_check, protocol)
+    cdef int kept = method_kept(&tr.read_method_check, protocol, 'data_received')
     if kept < 0:
         kept = renew_read_method(tr, protocol, 'data_received')
     try:

@@ -243,7 +243,7 @@ cdef class DatagramTransport(BaseTransport):
         closed with the error)."""
         cdef object protocol = self.protocol
         # (the method kept as for data_received: call_data_received())
-        cdef int kept = method_kept(&self.read_method_check, protocol)
+        cdef int kept = method_kept(&self.read_method_check, protocol, 'datagram_received')
         if kept < 0:
             kept = renew_read_method(self, protocol, 'datagram_received')
         try:

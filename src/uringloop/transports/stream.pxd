@@ -39,6 +39,8 @@ cdef class ChunkQueue:
 
 cdef class StreamTransport(BaseTransport):
     cdef bint buffered_protocol      # protocol is an asyncio.BufferedProtocol
+    cdef object get_buffer_method    # its get_buffer as last looked up, and
+    cdef MethodCheck get_buffer_check  # when that holds (as read_method)
     cdef int read_state              # READ_*
     cdef StreamReader reader         # the read mode in force, and its request
     cdef StreamReader next_reader    # the mode due once reader's request ended

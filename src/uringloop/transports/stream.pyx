@@ -375,9 +375,18 @@ cdef class StreamTransport(BaseTransport):
 
     cdef int received_in_buffer(self, Py_ssize_t n) except -1:
         """n bytes already in the BufferedProtocol's buffer (reading on)."""
+        cdef object protocol = self.protocol
+        # (the method kept as for data_received: call_data_received())
+        cdef int kept = method_kept(&self.read_method_check, protocol, 'buffer_updated')
+        if kept < 0:
+            kept = renew_read_method(self, protocol, 'buffer_updated')
         self.bytes_received += n
         try:
-            self.protocol.buffer_updated(n)
+            if kept:
+                method = self.read_method
+                method(protocol, n)
+            else:
+                protocol.buffer_updated(n)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:

@@ -251,8 +251,18 @@ cdef class BufferedReader(StreamReader):
 
     cdef int arm(self) except -1:
         cdef StreamTransport tr = self.transport
+        cdef object protocol = tr.protocol
+        # (the method kept as data_received is: call_data_received())
+        cdef int kept = method_kept(&tr.get_buffer_check, protocol, 'get_buffer')
+        if kept < 0:
+            tr.get_buffer_method = look_up_method(&tr.get_buffer_check, protocol, 'get_buffer')
+            kept = method_kept(&tr.get_buffer_check, protocol, 'get_buffer')
         try:
-            self.hold(tr.protocol.get_buffer(-1))
+            if kept > 0:
+                method = tr.get_buffer_method
+                self.hold(method(protocol, -1))
+            else:
+                self.hold(protocol.get_buffer(-1))
             self.view_protocol = tr.protocol
             if self.view.len == 0:
                 raise RuntimeError('get_buffer() returned an empty buffer')
