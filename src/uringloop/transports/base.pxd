@@ -10,6 +10,8 @@ cdef extern from "method_cache.h":
     int ul_mc_values_lack(object obj, Py_ssize_t ix, Py_ssize_t nentries) noexcept
     bint ul_mc_is_method(PyObject *descr) noexcept
     unsigned int ul_mc_type_tag(PyTypeObject *tp) noexcept
+    object ul_mc_call2(object func, object obj, object arg)
+    object ul_mc_call3(object func, object obj, object arg, object arg2)
 
 ctypedef struct MethodCheck:
     # what a cached method (the function a type gave for a name) holds for:

@@ -595,7 +595,7 @@ cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     try:
         if kept:
             method = tr.read_method      # (a reference of its own for the call)
-            method(protocol, data)
+            ul_mc_call2(method, protocol, data)
         else:
             protocol.data_received(data)
     except (SystemExit, KeyboardInterrupt):

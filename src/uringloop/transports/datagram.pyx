@@ -249,7 +249,7 @@ cdef class DatagramTransport(BaseTransport):
         try:
             if kept:
                 method = self.read_method
-                method(protocol, data, addr)
+                ul_mc_call3(method, protocol, data, addr)
             else:
                 protocol.datagram_received(data, addr)
         except (SystemExit, KeyboardInterrupt):

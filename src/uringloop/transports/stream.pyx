@@ -384,7 +384,7 @@ cdef class StreamTransport(BaseTransport):
         try:
             if kept:
                 method = self.read_method
-                method(protocol, n)
+                ul_mc_call2(method, protocol, n)
             else:
                 protocol.buffer_updated(n)
         except (SystemExit, KeyboardInterrupt):

@@ -260,7 +260,7 @@ cdef class BufferedReader(StreamReader):
         try:
             if kept > 0:
                 method = tr.get_buffer_method
-                self.hold(method(protocol, -1))
+                self.hold(ul_mc_call2(method, protocol, -1))
             else:
                 self.hold(protocol.get_buffer(-1))
             self.view_protocol = tr.protocol
