@@ -65,6 +65,15 @@ def recorder_classes(method):
                 Slotted=Slotted, Redirects=Redirects, method=method)
 
 
+async def send_and_wait(sock, data, seen, count):
+    """Send `data` and wait (up to a second) until `seen` has `count` items."""
+    sock.send(data)
+    for _ in range(500):
+        if len(seen) >= count:
+            return
+        await asyncio.sleep(0.002)
+
+
 def own(c, proto, label):
     """An attribute of the object's own named as the method."""
     setattr(proto, c["method"], lambda *args: proto.calls.append(label))
@@ -178,11 +187,7 @@ def run_scenario(loop, name, method):
             for i, change in enumerate([None] + changes):
                 if change is not None:
                     change(classes, proto)
-                b.send(b"x")
-                for _ in range(500):
-                    if len(calls) > i:
-                        break
-                    await asyncio.sleep(0.002)
+                await send_and_wait(b, b"x", calls, i + 1)
         finally:
             transport.close()
             b.close()
@@ -236,11 +241,7 @@ def test_get_buffer_is_what_the_lookup_finds(any_loop, change):
                         Proto.get_buffer = lambda self, sizehint: new
                     else:
                         proto.get_buffer = lambda sizehint: new
-                b.send(bytes([byte]))
-                for _ in range(500):
-                    if len(got) > i:
-                        break
-                    await asyncio.sleep(0.002)
+                await send_and_wait(b, bytes([byte]), got, i + 1)
         finally:
             transport.close()
             b.close()

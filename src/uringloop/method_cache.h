@@ -7,8 +7,8 @@
  * its own, which wins.  A transport calls protocol.data_received() on
  * every read, and that lookup was the largest cost left of a 10 KiB echo
  * request (docs/benchmarks.md).  A cache of it (transports/base.pyx,
- * protocol_method()) keeps the function the type gave and checks, per
- * call, what could have changed the answer:
+ * look_up_method() and method_kept()) keeps the function the type gave and
+ * checks, per call, what could have changed the answer:
  *
  *   the type:   obj's type and its version tag are the ones seen (any
  *               change to the class or a class above it gives it a new

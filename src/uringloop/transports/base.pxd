@@ -32,7 +32,8 @@ cdef class BaseTransport:
     cdef int fd
     cdef object protocol
     cdef object read_method          # the function each read's protocol call
-                                     # (data_received, datagram_received) found,
+                                     # (data_received, datagram_received or
+                                     # buffer_updated) found,
     cdef MethodCheck read_method_check  # and when it still is (base.pyx)
     cdef object context              # copy of the context it was made in:
                                      # protocol callbacks run in it

@@ -581,6 +581,15 @@ cdef int renew_read_method(BaseTransport tr, object protocol, str name) noexcept
     return method_kept(&tr.read_method_check, protocol, name) > 0
 
 
+cdef inline int read_method_kept(BaseTransport tr, object protocol, str name) noexcept:
+    """1 when tr.read_method is what protocol.<name> finds (looked up again
+    first if the check says so), 0 when the call must make the lookup.  For
+    the one protocol method each read calls: data_received,
+    datagram_received or buffer_updated."""
+    cdef int kept = method_kept(&tr.read_method_check, protocol, name)
+    return kept if kept >= 0 else renew_read_method(tr, protocol, name)
+
+
 cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     """tr.protocol.data_received(data), as the stdlib's transports call it:
     anything but SystemExit/KeyboardInterrupt it raises is the transport's
@@ -589,11 +598,8 @@ cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     while method_kept() says the lookup would find it still: the lookup was
     ~200 of a 10 KiB echo request's ~3200 instructions (docs/benchmarks.md)."""
     cdef object protocol = tr.protocol
-    cdef int kept = method_kept(&tr.read_method_check, protocol, 'data_received')
-    if kept < 0:
-        kept = renew_read_method(tr, protocol, 'data_received')
     try:
-        if kept:
+        if read_method_kept(tr, protocol, 'data_received'):
             method = tr.read_method      # (a reference of its own for the call)
             ul_mc_call2(method, protocol, data)
         else:

@@ -242,12 +242,9 @@ cdef class DatagramTransport(BaseTransport):
         """datagram_received(); False when it raised (the transport is then
         closed with the error)."""
         cdef object protocol = self.protocol
-        # (the method kept as for data_received: call_data_received())
-        cdef int kept = method_kept(&self.read_method_check, protocol, 'datagram_received')
-        if kept < 0:
-            kept = renew_read_method(self, protocol, 'datagram_received')
         try:
-            if kept:
+            # (the method kept as for data_received: call_data_received())
+            if read_method_kept(self, protocol, 'datagram_received'):
                 method = self.read_method
                 ul_mc_call3(method, protocol, data, addr)
             else:

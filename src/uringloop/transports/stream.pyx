@@ -376,13 +376,10 @@ cdef class StreamTransport(BaseTransport):
     cdef int received_in_buffer(self, Py_ssize_t n) except -1:
         """n bytes already in the BufferedProtocol's buffer (reading on)."""
         cdef object protocol = self.protocol
-        # (the method kept as for data_received: call_data_received())
-        cdef int kept = method_kept(&self.read_method_check, protocol, 'buffer_updated')
-        if kept < 0:
-            kept = renew_read_method(self, protocol, 'buffer_updated')
         self.bytes_received += n
         try:
-            if kept:
+            # (the method kept as for data_received: call_data_received())
+            if read_method_kept(self, protocol, 'buffer_updated'):
                 method = self.read_method
                 ul_mc_call2(method, protocol, n)
             else:
