@@ -20,6 +20,11 @@ cdef extern from "debug.h":
     void ul_loop_counts_release(ul_loop_counts *c)
 
 
+cdef extern from "read_bytes.h":
+    ctypedef struct ul_spare_bytes:
+        int count
+
+
 # A completion taken out of a ring (Ring.next_cqe, RingLoop.dispatch_ahead)
 ctypedef struct CqeCopy:
     uint64_t user_data
@@ -120,6 +125,7 @@ cdef class RingLoop:
     cdef uint64_t sendfile_copied   # ... and by READ + SEND (the fall-back)
     cdef ul_buf_ring recv_buffers # provided buffers for multishot receives
     cdef bint recv_buffers_ready
+    cdef ul_spare_bytes spare_bytes   # a read's bytes object for the next (read_bytes.h)
     cdef public dict _transports  # fd -> weakref to the transport using it
     cdef int zc_default_mode      # URINGLOOP_ZC_MODE, read when the loop is made
     cdef Py_ssize_t zc_default_threshold   # URINGLOOP_ZC_THRESHOLD

@@ -209,30 +209,15 @@ cdef extern from "<unistd.h>" nogil:
 cdef extern from "Python.h":
     int _PyBytes_Resize(PyObject **obj, Py_ssize_t newsize) except -1
 
-cdef extern from *:
-    """
-    /* Shrink a bytes object of size bytes, new and referred to by the
-     * caller alone, to its first n.  When that leaves less than
-     * UL_SHRINK_IN_PLACE unused, its length is set in place: a realloc()
-     * then can split off a block too small for malloc to reuse at once
-     * (when the block it was given was larger than asked), and the next
-     * large malloc() or free() stops to merge such blocks -- glibc's
-     * malloc_consolidate(), 3.7% of a 100 KiB echo server's user time,
-     * once per read.  Else _PyBytes_Resize(), which may move it. */
-    #define UL_SHRINK_IN_PLACE 256
-    static int ul_shrink_bytes(PyObject **b, Py_ssize_t n, Py_ssize_t size)
-    {
-        if (n >= size)
-            return 0;
-        if (size - n < UL_SHRINK_IN_PLACE) {
-            Py_SET_SIZE(*b, n);
-            PyBytes_AS_STRING(*b)[n] = 0;
-            return 0;
-        }
-        return _PyBytes_Resize(b, n);
-    }
-    """
+cdef extern from "read_bytes.h":
+    # a read's bytes object: shrunk to what came, the loop's spare
+    int UL_SHRINK_IN_PLACE
     int ul_shrink_bytes(PyObject **b, Py_ssize_t n, Py_ssize_t size) except -1
+    object ul_bytes_to_fill(ul_spare_bytes *sp, Py_ssize_t size, Py_ssize_t *room)
+    int ul_fit_bytes(PyObject **b, Py_ssize_t n, Py_ssize_t *room) except -1
+    void ul_bytes_done(ul_spare_bytes *sp, object b, Py_ssize_t room)
+    void ul_bytes_sent(ul_spare_bytes *sp, object b)
+    void ul_spare_clear(ul_spare_bytes *sp)
 
 cdef extern from *:
     """
@@ -755,6 +740,7 @@ cdef class RingLoop:
         # is only collected when no operation holds it, i.e. none is in flight.
         self.close_ring_now()
         self.close_wakeup_fd()
+        ul_spare_clear(&self.spare_bytes)
         ul_loop_counts_release(self.counts)
         self.counts = NULL
         UL_COUNT(UL_LIVE_LOOPS, -1)
@@ -1582,6 +1568,7 @@ cdef class RingLoop:
             # sends owed by transports will never be written: a closed loop
             # holds no transport (nor, through it, the user's socket)
             self.send_flushes = []
+            ul_spare_clear(&self.spare_bytes)
             if self.buffer_pool is not None:
                 self.buffer_pool.close()
             if self.recv_buffers_ready and not kept:

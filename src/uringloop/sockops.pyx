@@ -54,18 +54,20 @@ cdef extern from *:
         return got;
     }
 
-    /* Receive up to size bytes from fd, without blocking, into a new bytes
-     * object: the kernel copies straight into the object Python gets.
+    /* Receive up to size bytes from fd, without blocking, into a bytes
+     * object (ul_bytes_to_fill(): sp's spare or a new one; *room as
+     * there): the kernel copies straight into the object Python gets.
      * When that recv(2) brings fewer than want bytes, ul_recv_more() into
      * the same object follows (*first: what the first call brought;
      * *after: as ul_recv_more's).  Returns the object, shrunk to what came
-     * (ul_shrink_bytes), with *res its length; or None with *res 0 (end of
+     * (ul_fit_bytes), with *res its length; or None with *res 0 (end of
      * stream) or -errno; NULL (exception set) only when memory ran out. */
-    static PyObject *ul_recv_stream(int fd, Py_ssize_t size, Py_ssize_t want,
-                                    Py_ssize_t *res, Py_ssize_t *first,
-                                    Py_ssize_t *after)
+    static PyObject *ul_recv_stream(int fd, ul_spare_bytes *sp, Py_ssize_t size,
+                                    Py_ssize_t want, Py_ssize_t *res,
+                                    Py_ssize_t *first, Py_ssize_t *after,
+                                    Py_ssize_t *room)
     {
-        PyObject *b = PyBytes_FromStringAndSize(NULL, size);
+        PyObject *b = ul_bytes_to_fill(sp, size, room);
         ssize_t n;
         *after = 1;
         if (b == NULL)
@@ -75,29 +77,33 @@ cdef extern from *:
         } while (n < 0 && errno == EINTR);
         if (n <= 0) {
             *res = *first = n < 0 ? -errno : 0;
+            if (sp != NULL)
+                ul_bytes_done(sp, b, *room);    /* back, unused */
             Py_DECREF(b);
             Py_RETURN_NONE;
         }
         *first = n;
         n = ul_recv_more(fd, PyBytes_AS_STRING(b), n, size, want, after);
         *res = n;
-        if (ul_shrink_bytes(&b, n, size) < 0)
+        if (ul_fit_bytes(&b, n, room) < 0)
             return NULL;
         return b;
     }
 
-    /* One recv(2): ul_recv_stream() with nothing to make up. */
+    /* One recv(2) into a new bytes object: ul_recv_stream() with nothing
+     * to make up and no spare. */
     static PyObject *ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
     {
-        Py_ssize_t first, after;
-        return ul_recv_stream(fd, size, 0, res, &first, &after);
+        Py_ssize_t first, after, room;
+        return ul_recv_stream(fd, NULL, size, 0, res, &first, &after, &room);
     }
     """
     object ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
     Py_ssize_t ul_recv_more(int fd, char *buf, Py_ssize_t got, Py_ssize_t size,
                             Py_ssize_t want, Py_ssize_t *after)
-    object ul_recv_stream(int fd, Py_ssize_t size, Py_ssize_t want,
-                          Py_ssize_t *res, Py_ssize_t *first, Py_ssize_t *after)
+    object ul_recv_stream(int fd, ul_spare_bytes *sp, Py_ssize_t size, Py_ssize_t want,
+                          Py_ssize_t *res, Py_ssize_t *first, Py_ssize_t *after,
+                          Py_ssize_t *room)
 
 
 cdef extern from *:

@@ -24,6 +24,9 @@
 # and 2.60 -> 1.70 (1000), at 16 KiB 3.06 -> 1.80, total CPU and req/s
 # unchanged within noise; 1 and 4 KiB reads stay on the ring, where a
 # POLL and a recv(2) per read cost more than the copy.
+# The bytes objects of both modes come from the loop's spares where one
+# fits: blocks of reads and written chunks nobody refers to any more
+# (read_bytes.h), instead of a malloc() and a free() per read.
 # Incremental buffer consumption (IOU_PBUF_RING_INC, 6.12) was tried for
 # the ring and not kept: it packs reads of all connections into one buffer,
 # but splits a read where a buffer ends, and each split is one more
@@ -989,6 +992,9 @@ cdef inline int sent_from_queue(StreamTransport tr, Py_ssize_t n) except -1:
             if type(chunk) is ZeroCopyFuture:
                 (<ZeroCopyFuture>chunk).sent = True
                 (<ZeroCopyFuture>chunk).finish_if_released()
+            else:
+                # nobody else holds it: the next read's (read_bytes.h)
+                ul_bytes_sent(&tr.loop.spare_bytes, chunk)
         else:
             tr.head_offset += n
             n = 0

@@ -104,16 +104,20 @@ cdef class RingReader(StreamReader):
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
         cdef StreamTransport tr = self.transport
         cdef unsigned bid
+        cdef Py_ssize_t room = 0
         data = None
         if flags & IORING_CQE_F_BUFFER:
             bid = ul_cqe_buffer_id(flags)
             if res > 0:
-                data = PyBytes_FromStringAndSize(
-                    <char *>ul_buf_ring_addr(&self.loop.recv_buffers, bid), res)
+                data = ul_bytes_to_fill(&self.loop.spare_bytes, res, &room)
+                memcpy(PyBytes_AS_STRING(data),
+                       ul_buf_ring_addr(&self.loop.recv_buffers, bid), res)
             ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
         try:
             if res > 0:
                 tr.received(data, res)
+                # the protocol did not keep it: the next read's (read_bytes.h)
+                ul_bytes_done(&self.loop.spare_bytes, data, room)
                 if (res >= DIRECT_FROM and tr.reader is self and tr.next_reader is None
                         and tr.read_state != READ_CLOSED):
                     # large reads: recv(2) into bytes from now on (stream.pyx)
@@ -190,7 +194,7 @@ cdef class DirectReader(StreamReader):
         read that fills it is followed by reads of DIRECT_READ_SIZE, and
         they come down again."""
         cdef StreamTransport tr = self.transport
-        cdef Py_ssize_t n = 0, size, asked, first, after
+        cdef Py_ssize_t n = 0, size, asked, first, after, room
         cdef bint to_the_end = (events & (UL_POLLRDHUP | POLLHUP | POLLERR)) != 0
         cdef int i
         for i in range(DIRECT_READS_PER_WAKEUP):
@@ -202,7 +206,8 @@ cdef class DirectReader(StreamReader):
             # a read short of the recent ones is made up from what came
             # since, if that was worth it lately (gather_want)
             asked = gather_want(self, self.recent)
-            data = ul_recv_stream(tr.fd, size, asked, &n, &first, &after)
+            data = ul_recv_stream(tr.fd, &self.loop.spare_bytes, size, asked,
+                                  &n, &first, &after, &room)
             if n > 0:
                 gathered(self, asked, first, n)
                 if n < DIRECT_SMALL:
@@ -222,6 +227,11 @@ cdef class DirectReader(StreamReader):
                     self.read_size = DIRECT_READ_SIZE
                 try:
                     tr.received(data, n)
+                    # the protocol did not keep it: the next read's
+                    # (read_bytes.h); dropped here, as the next read may
+                    # resize it
+                    ul_bytes_done(&self.loop.spare_bytes, data, room)
+                    data = None
                 finally:
                     if after < 0:
                         # met making up the read: the kernel reports it once
