@@ -210,8 +210,7 @@ cdef extern from "Python.h":
     int _PyBytes_Resize(PyObject **obj, Py_ssize_t newsize) except -1
 
 cdef extern from "read_bytes.h":
-    # a read's bytes object: shrunk to what came, the loop's spare
-    int UL_SHRINK_IN_PLACE
+    # a read's bytes object: shrunk to what came, the loop's spares
     int ul_shrink_bytes(PyObject **b, Py_ssize_t n, Py_ssize_t size) except -1
     object ul_bytes_to_fill(ul_spare_bytes *sp, Py_ssize_t size, Py_ssize_t *room)
     int ul_fit_bytes(PyObject **b, Py_ssize_t n, Py_ssize_t *room) except -1

@@ -119,22 +119,20 @@ static inline PyObject *ul_bytes_to_fill(ul_spare_bytes *sp, Py_ssize_t size,
 }
 
 /* Shrink b (from ul_bytes_to_fill(), *room) to the n bytes a read
- * brought; *room follows when it is made anew. */
+ * brought (ul_shrink_bytes()); *room follows when it is made anew. */
 static inline int ul_fit_bytes(PyObject **b, Py_ssize_t n, Py_ssize_t *room)
 {
-    if (*room - n >= UL_SHRINK_IN_PLACE) {
-        if (_PyBytes_Resize(b, n) < 0)
-            return -1;
-        *room = n;
-        return 0;
-    }
-    return ul_shrink_bytes(b, n, *room);
+    if (ul_shrink_bytes(b, n, *room) < 0)
+        return -1;
+    if (*room - n >= UL_SHRINK_IN_PLACE)
+        *room = n;                  /* resized, not set in place */
+    return 0;
 }
 
 /* b (from ul_bytes_to_fill(), room) was handed over and the callee has
  * returned: if the caller's is the only reference left, b becomes one
- * of sp's spares (others dropped for room, the first kept first).  The caller then
- * drops its own reference as usual.  (A free-threaded build's reference
+ * of sp's spares (others dropped to make room).  The caller then drops
+ * its own reference as usual.  (A free-threaded build's reference
  * count does not say that nobody else holds b: there it is never kept.) */
 static inline void ul_bytes_done(ul_spare_bytes *sp, PyObject *b, Py_ssize_t room)
 {
@@ -153,14 +151,12 @@ static inline void ul_bytes_done(ul_spare_bytes *sp, PyObject *b, Py_ssize_t roo
 #endif
 }
 
-/* b, a written chunk the write queue has just let go (the caller's
- * reference the only one left, if nobody else holds it), is kept for
- * the next reads as a read's object would be: its block holds its
- * length at least. */
+/* b, a bytes chunk the write queue has just let go, is kept for the
+ * next reads as a read's object would be (ul_bytes_done()'s checks): its
+ * block holds its length at least. */
 static inline void ul_bytes_sent(ul_spare_bytes *sp, PyObject *b)
 {
-    if (Py_REFCNT(b) == 1 && PyBytes_CheckExact(b))
-        ul_bytes_done(sp, b, Py_SIZE(b));
+    ul_bytes_done(sp, b, Py_SIZE(b));
 }
 
 
