@@ -91,7 +91,12 @@ cdef class ReadPipeTransport(BaseTransport):
         if self.closing:
             return 0
         if res > 0:
-            data = PyBytes_FromStringAndSize(PyBytes_AS_STRING(self.read_op.buf), res)
+            try:
+                data = PyBytes_FromStringAndSize(PyBytes_AS_STRING(self.read_op.buf), res)
+            except MemoryError as exc:
+                # read, and not to be handed over: the stream has a hole
+                self.fatal_error(exc, 'Fatal read error on pipe transport')
+                return 0
             if not call_data_received(self, data):
                 return 0
         elif res == 0:

@@ -80,6 +80,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int received_in_buffer(self, Py_ssize_t n) except -1
     cdef int received_eof(self) except -1
     cdef int read_failed(self, int32_t res) except -1
+    cdef int read_error(self, object exc) except -1
     cdef int keep(self, object item, Py_ssize_t n) except -1
     cdef int hand_over(self, object item) except -1
     cdef int deliver(self, object data) except -1

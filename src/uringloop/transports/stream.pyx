@@ -406,11 +406,18 @@ cdef class StreamTransport(BaseTransport):
         after the data before it.  (sendfile pauses reading, and its send
         must be the one that reports a peer's reset, with the transport
         still open.)"""
+        return self.read_error(convert_error(res))
+
+    cdef int read_error(self, object exc) except -1:
+        """read_failed() with the exception made: also a read whose bytes
+        object could not be made (MemoryError), the selector loop's
+        failed recv() -- fatal, as there: its bytes may be out of the
+        socket already."""
         if self.read_state == READ_CLOSED:
             return 0
         if self.read_state == READ_PAUSED or self.kept is not None:
-            return self.keep(convert_error(res), 0)
-        return self.fatal_error(convert_error(res), 'Fatal read error on socket transport')
+            return self.keep(exc, 0)
+        return self.fatal_error(exc, 'Fatal read error on socket transport')
 
     cdef int keep(self, object item, Py_ssize_t n) except -1:
         """Hold what arrived while paused (the list is made when needed:

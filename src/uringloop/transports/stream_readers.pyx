@@ -28,6 +28,43 @@
 # When each is used and why (measured): the top of stream.pyx.
 
 
+cdef extern from *:
+    """
+    /* The n bytes a provided buffer of ring received, copied into a bytes
+     * object (ul_bytes_to_fill(): sp's spare or a new one, *room as
+     * there), the buffer given back to the kernel either way.  When that
+     * object cannot be made, returns the MemoryError instead, with *room
+     * -1 (no exception left set): the caller, whose bytes are out of the
+     * socket, fails the transport with it -- a try/except around the call
+     * would save and restore the thread's exception state on every read. */
+    static PyObject *ul_bytes_from_buf_ring(ul_spare_bytes *sp, ul_buf_ring *ring,
+                                            unsigned bid, Py_ssize_t n, Py_ssize_t *room)
+    {
+        PyObject *b = ul_bytes_to_fill(sp, n, room);
+        if (b != NULL)
+            memcpy(PyBytes_AS_STRING(b), ul_buf_ring_addr(ring, bid), (size_t)n);
+        ul_buf_ring_recycle(ring, bid);
+        if (b == NULL) {
+            *room = -1;
+#if PY_VERSION_HEX >= 0x030C0000
+            b = PyErr_GetRaisedException();
+#else
+            PyObject *type, *tb;
+            PyErr_Fetch(&type, &b, &tb);
+            PyErr_NormalizeException(&type, &b, &tb);
+            if (tb != NULL)
+                PyException_SetTraceback(b, tb);
+            Py_XDECREF(type);
+            Py_XDECREF(tb);
+#endif
+        }
+        return b;
+    }
+    """
+    object ul_bytes_from_buf_ring(ul_spare_bytes *sp, ul_buf_ring *ring, unsigned bid,
+                                  Py_ssize_t n, Py_ssize_t *room)
+
+
 cdef StreamReader new_reader(type kind, StreamTransport tr):
     cdef StreamReader reader = kind.__new__(kind)
     reader.loop = tr.loop
@@ -106,14 +143,17 @@ cdef class RingReader(StreamReader):
         cdef unsigned bid
         cdef Py_ssize_t room = 0
         data = None
-        if flags & IORING_CQE_F_BUFFER:
-            bid = ul_cqe_buffer_id(flags)
-            if res > 0:
-                data = ul_bytes_to_fill(&self.loop.spare_bytes, res, &room)
-                memcpy(PyBytes_AS_STRING(data),
-                       ul_buf_ring_addr(&self.loop.recv_buffers, bid), res)
-            ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
         try:
+            if flags & IORING_CQE_F_BUFFER:
+                bid = ul_cqe_buffer_id(flags)
+                if res > 0:
+                    data = ul_bytes_from_buf_ring(&self.loop.spare_bytes,
+                                                  &self.loop.recv_buffers, bid, res, &room)
+                    if room < 0:
+                        # out of memory: the bytes are gone from the socket
+                        return tr.read_error(data)
+                else:
+                    ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
             if res > 0:
                 tr.received(data, res)
                 # the protocol did not keep it: the next read's (read_bytes.h)
@@ -163,6 +203,11 @@ cdef class DirectReader(StreamReader):
                 self.read_now(<unsigned>res)
             elif res != -ECANCELED:
                 tr.read_failed(res)
+        except MemoryError as exc:
+            # a read's bytes object could not be made (its bytes may be out
+            # of the socket already), or the loop's bookkeeping after it
+            self.stop()
+            tr.read_error(exc)
         except BaseException:
             # a protocol callback raised out of the loop (KeyboardInterrupt,
             # SystemExit): what is left in the socket would wait for a
@@ -312,7 +357,12 @@ cdef class BufferedReader(StreamReader):
                     # data belongs to the new one; or reading was paused
                     # before the cancel reached the kernel: the data is kept
                     # for resume_reading() (no buffer_updated() while paused)
-                    tr.received(PyBytes_FromStringAndSize(<char *>self.view.buf, res), res)
+                    try:
+                        data = PyBytes_FromStringAndSize(<char *>self.view.buf, res)
+                    except MemoryError as exc:
+                        tr.read_error(exc)      # its bytes are out of the socket
+                    else:
+                        tr.received(data, res)
             elif res == 0:
                 tr.received_eof()
             elif res != -ECANCELED:
