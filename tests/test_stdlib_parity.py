@@ -1426,3 +1426,76 @@ def test_an_accepted_connections_names_are_the_stdlibs(any_loop):
     assert loop.run_until_complete(main()) == [
         (True, True, "127.0.0.1"), (True, True, "127.0.0.2"),
         (True, True, "127.0.0.2"), (True, True, "127.0.0.1")]
+
+
+# ---- debug logging of a transport's reading ---------------------------------
+
+def test_debug_logs_eof_and_pauses_as_the_selector_loop(any_loop, caplog):
+    """With the loop's debug on (set_debug(), read by the transport from the
+    loop's field, not through get_debug()), "received EOF", "pauses
+    reading" and "resumes reading" are logged at DEBUG, as the selector
+    transport logs them; with it off, none is."""
+    loop = any_loop
+
+    async def main(debug):
+        loop.set_debug(debug)
+        a, b = socket.socketpair()
+        got = loop.create_future()
+
+        class Proto(asyncio.Protocol):
+            def eof_received(self):
+                got.set_result(None)
+
+        tr, _ = await loop.create_connection(Proto, sock=a)
+        tr.pause_reading()
+        tr.resume_reading()
+        b.shutdown(socket.SHUT_WR)
+        await asyncio.wait_for(got, 5)
+        tr.close()
+        b.close()
+        await asyncio.sleep(0.01)
+
+    for debug in (False, True):
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="asyncio"):
+            loop.run_until_complete(main(debug))
+        loop.set_debug(False)
+        said = [r.getMessage().split("> ")[-1] for r in caplog.records
+                if r.name == "asyncio" and "> " in r.getMessage()]
+        wanted = ["pauses reading", "resumes reading", "received EOF"] if debug else []
+        caplog.clear()              # (its records hold the transport)
+        assert [s for s in said if s in ("pauses reading", "resumes reading",
+                                         "received EOF")] == wanted
+
+
+def test_a_transport_closed_after_its_loop_closes_its_socket(any_loop):
+    """close() on a transport whose loop is closed: the selector loop's
+    call_soon() raises RuntimeError('Event loop is closed') before the
+    socket is closed (it is closed when the transport is collected);
+    uringloop closes the socket at once, as no request of the closed ring
+    can name its fd any more.  Either way nothing is left open once the
+    transport is gone."""
+    loop = any_loop
+
+    async def main():
+        a, b = socket.socketpair()
+        tr, _ = await loop.create_connection(asyncio.Protocol, sock=a)
+        return tr, a.fileno(), b
+
+    tr, fd, peer = loop.run_until_complete(main())
+    loop.close()
+    try:
+        tr.close()
+    except RuntimeError as exc:
+        assert isinstance(loop, asyncio.SelectorEventLoop), exc
+        assert str(exc) == "Event loop is closed"
+    else:
+        assert isinstance(loop, uringloop.Loop)
+        assert tr.get_extra_info("socket").fileno() == -1
+        assert peer.recv(10) == b""         # the peer sees the end
+    del tr
+    import gc
+    gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    peer.close()

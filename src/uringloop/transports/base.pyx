@@ -337,8 +337,10 @@ cdef class BaseTransport:
 
     cdef bint closed_with_loop(self) except -1:
         """The loop is closed (its ring too, so no request of ours is left
-        to name the fd): just close the file."""
-        if not self.loop.is_closed():
+        to name the fd): just close the file.  (The loop's `_closed`, which
+        is_closed() returns: its Python method call cost an accepted
+        connection some 900 instructions of 25,700.)"""
+        if not self.loop._closed:
             return False
         self.closing = True
         self.sock_close_pending = False
@@ -366,7 +368,7 @@ cdef class BaseTransport:
 
     cdef int fatal_error(self, object exc, str message) except -1:
         if isinstance(exc, OSError):
-            if self.loop.get_debug():
+            if self.loop._debug:
                 logger.debug("%r: %s", self, message, exc_info=True)
         else:
             self.loop.call_exception_handler({

@@ -100,7 +100,7 @@ cdef class ReadPipeTransport(BaseTransport):
             if not call_data_received(self, data):
                 return 0
         elif res == 0:
-            if self.loop.get_debug():
+            if self.loop._debug:
                 logger.info("%r was closed by peer", self)
             self.closing = True
             self.loop.call_soon(self.protocol.eof_received)
@@ -125,7 +125,7 @@ cdef class ReadPipeTransport(BaseTransport):
 
     cdef int fatal_error(self, object exc, str message) except -1:
         if isinstance(exc, OSError) and exc.errno == _errno.EIO:
-            if self.loop.get_debug():
+            if self.loop._debug:
                 logger.debug("%r: %s", self, message, exc_info=True)
             self.force_close(exc)
             return 0
@@ -184,7 +184,7 @@ cdef class WritePipeTransport(BaseTransport):
 
     cdef int hangup(self) except -1:
         # The reading end went away.
-        if self.loop.get_debug():
+        if self.loop._debug:
             logger.info("%r was closed by peer", self)
         self.force_close(BrokenPipeError() if self.write_queue else None)
         return 0

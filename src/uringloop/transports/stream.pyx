@@ -501,7 +501,7 @@ cdef class StreamTransport(BaseTransport):
 
     cdef int deliver_eof(self) except -1:
         self.set_read_state(READ_ENDED)
-        if self.loop.get_debug():
+        if self.loop._debug:
             logger.debug("%r received EOF", self)
         try:
             keep_open = self.protocol.eof_received()
@@ -548,7 +548,7 @@ cdef class StreamTransport(BaseTransport):
         # requests each time.  The other readers stop now (stops_at_pause).
         if self.reader.stops_at_pause or self.kept_bytes >= PAUSED_BYTES_LIMIT:
             self.reader.stop()
-        if self.loop.get_debug():
+        if self.loop._debug:
             logger.debug("%r pauses reading", self)
 
     def resume_reading(self):
@@ -562,7 +562,7 @@ cdef class StreamTransport(BaseTransport):
             self.loop.call_soon(self._deliver_kept)
         else:
             self.start_reading()
-        if self.loop.get_debug():
+        if self.loop._debug:
             logger.debug("%r resumes reading", self)
 
     def set_protocol(self, protocol):
