@@ -1499,3 +1499,42 @@ def test_a_transport_closed_after_its_loop_closes_its_socket(any_loop):
     with pytest.raises(OSError):
         os.fstat(fd)
     peer.close()
+
+
+@pytest.mark.parametrize("listener", ["create_server", "proto 0", "proto tcp"])
+def test_accepted_connections_get_nodelay_as_the_selector_loop(any_loop, listener):
+    """asyncio sets TCP_NODELAY on a stream transport's socket when its
+    proto is IPPROTO_TCP: create_server()'s own listener has it, so its
+    connections do; a listener made with socket.socket() has proto 0, and
+    so have its connections, which are left as they are.  (uringloop's
+    accept path takes the proto from the listener instead of asking each
+    connection's socket object.)"""
+    loop = any_loop
+
+    async def main():
+        accepted = asyncio.Queue()
+
+        class Proto(asyncio.Protocol):
+            def connection_made(self, transport):
+                accepted.put_nowait(transport)
+
+        if listener == "create_server":
+            server = await loop.create_server(Proto, "127.0.0.1", 0)
+        else:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM,
+                                 socket.IPPROTO_TCP if listener == "proto tcp" else 0)
+            sock.bind(("127.0.0.1", 0))
+            server = await loop.create_server(Proto, sock=sock)
+        address = server.sockets[0].getsockname()
+        client = socket.create_connection(address)
+        tr = await asyncio.wait_for(accepted.get(), 5)
+        sock = tr.get_extra_info("socket")
+        answer = (sock.proto, bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+        tr.close()
+        client.close()
+        server.close()
+        await server.wait_closed()
+        return answer
+
+    expected = (0, False) if listener == "proto 0" else (socket.IPPROTO_TCP, True)
+    assert loop.run_until_complete(main()) == expected

@@ -506,12 +506,13 @@ cdef int socket_type(object sock) except? -1:
     return sock.type
 
 
-cdef int set_nodelay(object sock, int fd, int family, int type) except -1:
+cdef int set_nodelay(object sock, int fd, int family, int type, int proto=-1) except -1:
     """TCP_NODELAY on a TCP socket, as asyncio's _set_nodelay() sets it for
-    every stream transport (that helper costs ~5 us in Python)."""
+    every stream transport (that helper costs ~5 us in Python); `proto`
+    sock.proto when known (-1: asked)."""
     cdef int one = 1
     if ((family == AF_INET or family == AF_INET6) and type == SOCK_STREAM
-            and sock.proto == IPPROTO_TCP):
+            and (proto if proto >= 0 else sock.proto) == IPPROTO_TCP):
         if setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0:
             raise OSError(errno, os.strerror(errno))
     return 0

@@ -31,10 +31,10 @@ cdef class DatagramRecv(Operation):
         return self.transport
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        cdef unsigned bid, name_used, msg_flags
+        cdef unsigned bid, name_used = 0, msg_flags
         cdef unsigned char *buf
-        cdef unsigned char *name
-        cdef unsigned char *payload
+        cdef unsigned char *name = NULL
+        cdef unsigned char *payload = NULL
         cdef int n
         data = addr = None
         if flags & IORING_CQE_F_BUFFER:

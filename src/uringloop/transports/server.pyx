@@ -166,7 +166,7 @@ cdef class ServerAccept(Operation):
         except OSError:
             close(fd)
             raise
-        return serve_accepted(self.loop, self, conn)
+        return serve_accepted(self.loop, self, conn, fd)
 
     cdef tuple names_of(self, int fd, object conn):
         """(sockname, peername) of an accepted connection.  Its sockname is
@@ -207,10 +207,10 @@ cdef class ServerAccept(Operation):
         return (sockname, peername)
 
 
-cdef int serve_accepted(RingLoop loop, ServerAccept op, object conn) except -1:
-    """A new protocol and transport for an accepted connection, made in the
-    server's context (dispatch() entered it)."""
-    names = op.names_of(conn.fileno(), conn)
+cdef int serve_accepted(RingLoop loop, ServerAccept op, object conn, int fd) except -1:
+    """A new protocol and transport for an accepted connection (conn, whose
+    fd is fd), made in the server's context (dispatch() entered it)."""
+    names = op.names_of(fd, conn)
     if op.sslcontext is not None:
         loop.create_task(loop._accept_connection2(
             op.protocol_factory, conn, {'peername': names[1]}, op.sslcontext, op.server,
@@ -219,7 +219,7 @@ cdef int serve_accepted(RingLoop loop, ServerAccept op, object conn) except -1:
     try:
         protocol = op.protocol_factory()
         new_stream_transport(loop, conn, protocol, None, None, op.server, op.sock,
-                             op.family, op.type, names)
+                             op.family, op.type, names, fd, op.proto)
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as exc:

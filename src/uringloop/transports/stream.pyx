@@ -1131,17 +1131,19 @@ cdef object stream_extra_info(StreamTransport tr, object name, object default):
 cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object protocol,
                                           object waiter, object extra, object server,
                                           object server_sock=None, int family=-1,
-                                          int type=-1, tuple names=None):
+                                          int type=-1, tuple names=None,
+                                          int fd=-1, int proto=-1):
     """A transport for sock.  A server's accept path passes what it knows
-    already: the family and type of its listening socket, and the names
-    (sockname, peername); otherwise they are asked of the socket."""
+    already: the family, type and protocol of its listening socket, the
+    fd and the names (sockname, peername); otherwise they are asked of the
+    socket."""
     cdef StreamTransport tr = make_transport(StreamTransport)
     if family < 0:
         family = socket_family(sock)
         type = socket_type(sock)
     tr.count_in(loop)
     tr.sock = sock
-    tr.fd = sock.fileno()
+    tr.fd = fd if fd >= 0 else sock.fileno()
     # sockname and peername in fields, the rest (rarely any) in a dict, and
     # 'socket' made when asked for: see get_extra_info
     tr.sockname, tr.peername = names if names is not None else socket_names(sock, extra)
@@ -1154,7 +1156,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.zc = new_policy(loop, sock, server_sock)
     tr.context = PyContext_CopyCurrent()
     reads = BufferedReader if tr.buffered_protocol else RingReader
-    if (server_sock is not None and _receive_settings.data
+    if (server_sock is not None and zerocopy_settings_given
             and server_sock in _receive_settings):
         tr.zcrx = _receive_settings[server_sock]
         tr.zcrx.register()          # once per server; a refusal only logs
@@ -1168,7 +1170,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     elif tr.zc.mode == ZC_AUTO and is_local_peer(tr.peername, tr.sockname):
         tr.zc.turn_off(LOCAL_PEER_REASON, False)    # the usual case: not logged
     zc_policy_changed(tr)
-    set_nodelay(sock, tr.fd, family, type)
+    set_nodelay(sock, tr.fd, family, type, proto)
     tr.register()
     if server is not None:
         attach_to_server(server, tr)
