@@ -60,6 +60,7 @@ cdef class BaseTransport:
     cdef int fatal_error(self, object exc, str message) except -1
     cdef int force_close(self, object exc) except -1
     cdef bint closed_with_loop(self) except -1
+    cdef int connection_lost_now(self, object exc) except -1
     cdef bint socket_holds_fd(self) except -1
     cdef int stop_io(self) except -1
     cdef int flush_sends(self) except -1

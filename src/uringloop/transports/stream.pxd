@@ -95,6 +95,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int schedule_send(self) except -1
     cdef int flush_sends(self) except -1
     cdef int force_close(self, object exc) except -1
+    cdef int connection_lost_now(self, object exc) except -1
     cdef int submit_send(self) except -1
     cdef int submit_send_zc(self, object head) except -1
     cdef int zc_send_completed(self, int32_t res) except -1

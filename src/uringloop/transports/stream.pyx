@@ -789,7 +789,7 @@ cdef class StreamTransport(BaseTransport):
         if self.closing:
             if not self.conn_lost:
                 self.conn_lost += 1
-                self.loop.soon(self._call_connection_lost, (None,))
+                self.loop.soon(call_connection_lost, (self, None))
         elif self.eof_written:
             self.sock.shutdown(socket.SHUT_WR)
         return 0
@@ -890,7 +890,7 @@ cdef class StreamTransport(BaseTransport):
         self.maybe_resume_protocol()
         if not queue_len(self.write_queue) and self.send_state == SEND_IDLE:
             self.conn_lost += 1
-            self.loop.soon(self._call_connection_lost, (None,))
+            self.loop.soon(call_connection_lost, (self, None))
 
     cdef int force_close(self, object exc) except -1:
         cdef object send_error = None
@@ -937,14 +937,14 @@ cdef class StreamTransport(BaseTransport):
             self.empty_waiter.set_exception(ConnectionError("Connection is closed by peer"))
         return 0
 
-    def _call_connection_lost(self, exc):
+    cdef int connection_lost_now(self, object exc) except -1:
         if self.kept is not None:
             for item in self.kept:
                 if type(item) is ZeroCopyPiece:
                     (<ZeroCopyPiece>item).give_back()
             self.kept = None
         self.kept_bytes = 0
-        BaseTransport._call_connection_lost(self, exc)
+        return BaseTransport.connection_lost_now(self, exc)
 
 
 # ---- the write queue: a ChunkQueue of chunks and the StreamSend that sends from
