@@ -40,9 +40,17 @@ cdef extern from *:
     static PyObject *ul_bytes_from_buf_ring(ul_spare_bytes *sp, ul_buf_ring *ring,
                                             unsigned bid, Py_ssize_t n, Py_ssize_t *room)
     {
-        PyObject *b = ul_bytes_to_fill(sp, n, room);
-        if (b != NULL)
-            memcpy(PyBytes_AS_STRING(b), ul_buf_ring_addr(ring, bid), (size_t)n);
+        PyObject *b;
+        if (n == 1) {
+            /* CPython's own object for that byte, made once (a spare's
+             * block would cost more than it saves) */
+            b = PyBytes_FromStringAndSize((const char *)ul_buf_ring_addr(ring, bid), 1);
+            *room = 0;
+        } else {
+            b = ul_bytes_to_fill(sp, n, room);
+            if (b != NULL)
+                memcpy(PyBytes_AS_STRING(b), ul_buf_ring_addr(ring, bid), (size_t)n);
+        }
         ul_buf_ring_recycle(ring, bid);
         if (b == NULL) {
             *room = -1;
