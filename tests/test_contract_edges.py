@@ -65,6 +65,62 @@ def test_a_burst_of_connects_three_times_the_backlog_is_served_whole(any_loop):
     assert outcomes.count("served") == 300, sorted(set(outcomes))
 
 
+@pytest.mark.loop_errors_expected       # (the selector loop: "Task exception was never retrieved")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_factory_interrupted_in_a_burst_leaves_the_rest_served(any_loop):
+    """Ten connections wait in the accept queue; the protocol factory raises
+    KeyboardInterrupt for the third.  The interrupt leaves the loop, and
+    when it runs again the other nine are served, in order: the selector
+    loop accepts them all at the wake-up and serves each in a task of its
+    own; uringloop serves each as it accepts it, and the ones after the
+    interrupted one wait in the accept queue for its poll, armed again
+    whatever was raised.  (The third's socket is dropped
+    with the interrupted call: closed when it is collected, which on the
+    selector loop waits for the failed task's traceback to go.)"""
+    loop = any_loop
+    made = []
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.transport = transport
+
+        def data_received(self, data):
+            self.transport.write(data)
+
+    def factory():
+        made.append(len(made))
+        if len(made) == 3:
+            raise KeyboardInterrupt
+        return Echo()
+
+    async def listen():
+        return await loop.create_server(factory, "127.0.0.1", 0)
+
+    server = loop.run_until_complete(listen())
+    port = server.sockets[0].getsockname()[1]
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+    with pytest.raises(KeyboardInterrupt):
+        loop.run_until_complete(asyncio.sleep(0.5))
+
+    async def talk():
+        answers = []
+        for i, c in enumerate(clients):
+            if i == 2:
+                continue
+            c.setblocking(False)
+            await loop.sock_sendall(c, bytes([i]))
+            answers.append(await asyncio.wait_for(loop.sock_recv(c, 10), 5))
+        return answers
+
+    answers = loop.run_until_complete(talk())
+    assert len(made) == 10
+    assert answers == [bytes([i]) for i in range(10) if i != 2]
+    for c in clients:
+        c.close()
+    server.close()
+    loop.run_until_complete(server.wait_closed())
+
+
 # ---- a cancelled receive consumes nothing ---------------------------------
 
 def test_receives_that_timed_out_leave_the_bytes_for_plain_calls(any_loop):
