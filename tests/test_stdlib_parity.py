@@ -1538,3 +1538,54 @@ def test_accepted_connections_get_nodelay_as_the_selector_loop(any_loop, listene
 
     expected = (0, False) if listener == "proto 0" else (socket.IPPROTO_TCP, True)
     assert loop.run_until_complete(main()) == expected
+
+
+def test_server_attach_and_detach_patched_after_a_first_connection_are_called(any_loop, monkeypatch):
+    """Before 3.13 uringloop counts a stdlib Server's connections itself
+    while Server._attach and _detach are asyncio's own.  Patched after
+    connections were served, the patched methods are called for every
+    later connection, as the selector loop calls them (a check of the
+    class remembered from the first connection would miss the patch)."""
+    loop = any_loop
+    calls = []
+
+    async def one_connection(server):
+        port = server.sockets[0].getsockname()[1]
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"x")
+        assert await r.readexactly(1) == b"x"
+        w.close()
+        await w.wait_closed()
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+    async def main():
+        async def echo(reader, writer):
+            writer.write(await reader.read(1))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        await one_connection(server)
+        server_class = asyncio.base_events.Server
+        attach, detach = server_class._attach, server_class._detach
+
+        def counted(name, method):
+            def call(self, *args):
+                calls.append(name)
+                return method(self, *args)
+            return call
+
+        monkeypatch.setattr(server_class, "_attach", counted("attach", attach))
+        monkeypatch.setattr(server_class, "_detach", counted("detach", detach))
+        await one_connection(server)
+        await one_connection(server)
+        for _ in range(50):
+            if calls.count("detach") == 2:
+                break
+            await asyncio.sleep(0.01)
+        server.close()
+        await server.wait_closed()
+
+    loop.run_until_complete(main())
+    assert calls.count("attach") == 2 and calls.count("detach") == 2, calls
