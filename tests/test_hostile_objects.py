@@ -182,3 +182,12 @@ def test_zero_copy_receive_failure_releases_everything_and_closes_cleanly():
                         if os.path.exists(f"/proc/self/fd/{fd}")]
     zcrx.close()            # no EBADFD
     zcrx.close()
+
+
+def test_call_connection_lost_wants_a_transport():
+    """The function the loop schedules for connection_lost (a module
+    function of uringloop.core, so reachable): anything but a transport,
+    None included, is a TypeError, not a crash."""
+    for bad in (None, object(), 0):
+        with pytest.raises(TypeError):
+            uringloop.core.call_connection_lost(bad, None)

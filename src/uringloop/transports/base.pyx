@@ -28,7 +28,7 @@ cdef int attach_to_server(object server, object transport) except -1:
     return 0
 
 
-def call_connection_lost(BaseTransport transport, exc):
+def call_connection_lost(BaseTransport transport not None, exc):
     """What the loop schedules where the stdlib's transports schedule their
     _call_connection_lost(exc)."""
     transport.connection_lost_now(exc)
