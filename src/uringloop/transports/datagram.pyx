@@ -46,14 +46,14 @@ cdef class DatagramRecv(Operation):
                 if n >= 0:
                     data = PyBytes_FromStringAndSize(<char *>payload, n)
                     addr = sockaddr_to_py(<sockaddr_storage *>name, name_used)
+                res = n if n >= 0 else -EINVAL
             except MemoryError as exc:
                 # the datagram is out of the socket and cannot be handed
                 # over: fatal, as a failed recvfrom() is to the selector loop
                 self.transport.fatal_error(exc, 'Fatal read error on datagram transport')
-                n = -ECANCELED      # (closed now: only the request's end counts)
+                res = -ECANCELED    # (closed now: only the request's end counts)
             finally:
                 ul_buf_ring_recycle(&self.loop.recv_buffers, bid)
-            res = n if n >= 0 or n == -ECANCELED else -EINVAL
         return self.transport.recv_completed(res, data, addr,
                                              (flags & IORING_CQE_F_MORE) == 0)
 
