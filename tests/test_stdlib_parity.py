@@ -3,6 +3,7 @@
 asyncio.SelectorEventLoop (`any_loop`) and expects the same outcome."""
 import array
 import asyncio
+import gc
 import os
 import socket
 import struct
@@ -1494,7 +1495,6 @@ def test_a_transport_closed_after_its_loop_closes_its_socket(any_loop):
         assert tr.get_extra_info("socket").fileno() == -1
         assert peer.recv(10) == b""         # the peer sees the end
     del tr
-    import gc
     gc.collect()
     with pytest.raises(OSError):
         os.fstat(fd)
