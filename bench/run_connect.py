@@ -15,7 +15,18 @@ per round) costs that connection a one-second retransmission.  The CPU
 per connection is what compares loops; the overflows say how promptly
 each drained its queue.
 
+A loop that leaves accepted connections open after the peer's FIN spends
+nothing on closing them, neither the close(2) nor the kernel's teardown of
+both ends that runs in the closer's context on loopback: the last column
+counts the server's sockets still open (CLOSE_WAIT) a moment after the
+round.  rloop 0.5.0 leaves every one open, until the process exits (not
+after gc.collect() or the server's close(), docs/benchmarks.md), so its
+CPU per connection here is without the close.  `--hold` keeps every
+connection open until the round's CPU has been read, so no loop's close is
+counted: accept and one echo, alike for all.
+
     python3 bench/run_connect.py
+    python3 bench/run_connect.py --hold             # closing left out, for every loop
     python3 bench/run_connect.py --loops uringloop,asyncio --rounds 5
     python3 bench/run_connect.py --split perf     # user/system split from perf samples
 """
@@ -51,7 +62,23 @@ def listen_overflows():
     return 0
 
 
-def one_round(loop, batch, batches, env, split="ticks"):
+def left_open(port):
+    """The server's TCP sockets on `port` other than the listener, from
+    /proc/net/tcp: after the client has closed every connection and the
+    server has had time to see the FINs, a loop that closes its side has
+    none; the ones counted here (in CLOSE_WAIT) are connections the loop
+    kept open, and CPU it did not spend closing them."""
+    count = 0
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            if int(fields[1].split(":")[1], 16) == port and fields[3] != "0A":
+                count += 1
+    return count
+
+
+def one_round(loop, batch, batches, env, split="ticks", hold=False):
     server = subprocess.Popen(
         ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "echo_server.py"),
          "--loop", loop, "--style", "protocol"],
@@ -66,6 +93,7 @@ def one_round(loop, batch, batches, env, split="ticks"):
         user0, sys0 = cpu_ticks(server.pid)
         overflows0 = listen_overflows()
         start = time.monotonic()
+        held = []
         for _ in range(batches):
             socks = []
             for _ in range(batch):
@@ -75,12 +103,20 @@ def one_round(loop, batch, batches, env, split="ticks"):
             for s in socks:
                 if s.recv(1) != b"x":
                     raise RuntimeError(f"{loop}: no echo")
+            if hold:
+                held += socks
+                continue
             for s in socks:
                 s.close()
         elapsed = time.monotonic() - start
         time.sleep(0.3)     # the server sees the last FINs and closes
         user1, sys1 = cpu_ticks(server.pid)
         overflows = listen_overflows() - overflows0
+        for s in held:      # closed after the count: no loop's closing is in it
+            s.close()
+        if held:
+            time.sleep(0.3)
+        still_open = left_open(port)
         if perf is not None:
             stop_perf(perf)
     finally:
@@ -95,7 +131,7 @@ def one_round(loop, batch, batches, env, split="ticks"):
         user = total * share
     return {"user_us": user / CLK_TCK / n * 1e6,
             "sys_us": (total - user) / CLK_TCK / n * 1e6,
-            "conn_s": n / elapsed, "overflows": overflows}
+            "conn_s": n / elapsed, "overflows": overflows, "left_open": still_open}
 
 
 def main():
@@ -104,6 +140,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--hold", action="store_true",
+                        help="keep every connection open until the round's CPU is "
+                             "read: accept and one echo only, closing not counted "
+                             "(compares with a loop that leaves connections open)")
     parser.add_argument("--malloc", choices=["equal", "shipped"], default="equal")
     parser.add_argument("--split", choices=["ticks", "perf"], default="ticks",
                         help="user/system split from the 250 Hz ticks, or from perf "
@@ -117,22 +157,23 @@ def main():
     for r in range(args.rounds):
         for loop in (loops if r % 2 == 0 else loops[::-1]):
             wait_idle()
-            cell = one_round(loop, args.batch, args.batches, env, args.split)
+            cell = one_round(loop, args.batch, args.batches, env, args.split, args.hold)
             cells[loop].append(cell)
             print(f"round {r + 1} {loop:10} {cell['user_us']:6.1f} user "
                   f"{cell['sys_us']:6.1f} sys us/conn  {cell['conn_s']:7.0f} conn/s  "
-                  f"{cell['overflows']} listen overflows",
+                  f"{cell['overflows']} listen overflows  {cell['left_open']} left open",
                   flush=True)
     print()
     print("| loop | server CPU us per connection, user / system | connections/s "
-          "| listen overflows per round |")
-    print("|---|---|---|---|")
+          "| listen overflows per round | connections left open per round |")
+    print("|---|---|---|---|---|")
     for loop in loops:
         c = cells[loop]
         print(f"| {loop} | {statistics.median(x['user_us'] for x in c):.1f} / "
               f"{statistics.median(x['sys_us'] for x in c):.1f} | "
               f"{statistics.median(x['conn_s'] for x in c):.0f} | "
-              f"{statistics.median(x['overflows'] for x in c):g} |")
+              f"{statistics.median(x['overflows'] for x in c):g} | "
+              f"{statistics.median(x['left_open'] for x in c):g} |")
 
 
 if __name__ == "__main__":
