@@ -15,7 +15,8 @@ System calls per request come from `strace -c -f` the same way (--syscalls).
 With --connect each round is one connection instead (connect, one
 `size`-byte echo, the client closes): instructions per connection, the cost issue #36's
 goal 3 is about, which the timed bench/run_connect.py shows only within
-its rounds' swing.  With --app aiohttp (or raw) the server is
+its rounds' swing.  rloop 0.5.0 leaves the connection open after the
+EOF (docs/benchmarks.md), so its count is without the close.  With --app aiohttp (or raw) the server is
 bench/http_server.py's app and each request a keep-alive GET of its
 hello-world page (what bench/run_http.py times under wrk); --sizes is
 unused then.
