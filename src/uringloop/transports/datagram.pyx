@@ -609,7 +609,7 @@ cdef class DatagramTransport(BaseTransport):
         self.maybe_resume_protocol()
         if not self.write_queue and self.closing and not self.conn_lost:
             self.conn_lost += 1
-            self.loop.call_soon(self._call_connection_lost, None)
+            self.loop.soon(call_connection_lost, (self, None))
         return 0
 
     cdef int send_op_done(self, DatagramSend op) except -1:
@@ -687,7 +687,7 @@ cdef class DatagramTransport(BaseTransport):
         self.loop.cancel_op(self.recv_op)
         if not self.write_queue:
             self.conn_lost += 1
-            self.loop.call_soon(self._call_connection_lost, None)
+            self.loop.soon(call_connection_lost, (self, None))
 
     cdef int stop_io(self) except -1:
         if self.read_state != DGRAM_CLOSED:

@@ -104,7 +104,7 @@ cdef class ReadPipeTransport(BaseTransport):
                 logger.info("%r was closed by peer", self)
             self.closing = True
             self.loop.call_soon(self.protocol.eof_received)
-            self.loop.call_soon(self._call_connection_lost, None)
+            self.loop.soon(call_connection_lost, (self, None))
             return 0
         elif res == -ECANCELED or res == -EAGAIN:
             pass
@@ -264,7 +264,7 @@ cdef class WritePipeTransport(BaseTransport):
             self.submit_write()
         elif self.closing:
             self.stop_io()
-            self.loop.call_soon(self._call_connection_lost, None)
+            self.loop.soon(call_connection_lost, (self, None))
         self.maybe_resume_protocol()
         return 0
 
@@ -286,7 +286,7 @@ cdef class WritePipeTransport(BaseTransport):
         self.closing = True
         if not self.write_queue:
             self.stop_io()
-            self.loop.call_soon(self._call_connection_lost, None)
+            self.loop.soon(call_connection_lost, (self, None))
 
     def close(self):
         if self.sock is not None and not self.closing:
