@@ -20,6 +20,13 @@ about 10% error.  --split perf takes the user share from `perf record -F
 4000 -e cpu-clock` samples of the server over the client's run (16 times
 the samples; user and kernel told apart by address) and applies it to the
 total CPU of the client's timed window, which /proc gives exactly.
+But perf attached slows the server it watches, and unequally: on this VM
+at 1 KiB x 10 it raised uringloop's CPU per request 1.43x, rloop's 1.22x,
+uvloop's 1.11x (bench/perf_overhead.py; a per-task sampling event is
+switched out and in with the task, and uringloop sleeps and wakes some
+eight times as often per request there).  Compare loops' totals from
+runs without it (the default); take --split perf's user share as a
+profile, not as a comparison.
 """
 import argparse
 import datetime
@@ -106,11 +113,11 @@ def wait_idle(limit=0.5, timeout=10):
 PERF_HZ = 4000
 
 
-def start_perf(pid, path):
+def start_perf(pid, path, hz=PERF_HZ):
     """perf record of the server's CPU samples, both modes, until
     stop_perf(): from the start of the client's timed window (its
     "window" line) to its exit."""
-    return subprocess.Popen(["perf", "record", "-q", "-F", str(PERF_HZ), "-e", "cpu-clock",
+    return subprocess.Popen(["perf", "record", "-q", "-F", str(hz), "-e", "cpu-clock",
                              "-p", str(pid), "-o", path],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -129,12 +136,14 @@ def perf_user_share(path):
     return (len(out) - kernel) / max(len(out), 1), len(out)
 
 
-def one_cell(client, loop, style, size, seconds, conns, env=SERVER_ENV, split="ticks"):
+def one_cell(client, loop, style, size, seconds, conns, env=SERVER_ENV, split="ticks",
+             perf_hz=PERF_HZ):
     return measure_cell(["--loop", loop, "--style", style], [client], size, seconds, conns,
-                        env, split)
+                        env, split, perf_hz)
 
 
-def measure_cell(server_args, client_cmd, size, seconds, conns, env=SERVER_ENV, split="ticks"):
+def measure_cell(server_args, client_cmd, size, seconds, conns, env=SERVER_ENV, split="ticks",
+                 perf_hz=PERF_HZ):
     """echo_server.py with server_args on CPU 0, driven by client_cmd (this
     echo_client, or bench/tls_client.py: the same arguments, output and
     "window" line) on CPU 1; the cell's rates and CPU per request."""
@@ -155,7 +164,7 @@ def measure_cell(server_args, client_cmd, size, seconds, conns, env=SERVER_ENV, 
              str(size), str(seconds), str(server.pid)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if split == "perf" and run.stderr.readline() == "window\n":
-            perf = start_perf(server.pid, perf_path)    # the timed window begins
+            perf = start_perf(server.pid, perf_path, perf_hz)   # the timed window begins
         stdout, _ = run.communicate(timeout=seconds + 60)
         if perf is not None:
             stop_perf(perf)
@@ -201,7 +210,8 @@ def main():
                              "(default); shipped: each loop as installed")
     parser.add_argument("--split", choices=["ticks", "perf"], default="ticks",
                         help="user/system split from /proc's ticks (default) or "
-                             "from perf samples (see above; needs perf)")
+                             "from perf samples (see above: perf slows the servers, "
+                             "unequally; needs perf)")
     parser.add_argument("--render", metavar="JSON", help="print the table of a saved run")
     args = parser.parse_args()
     if args.render:
