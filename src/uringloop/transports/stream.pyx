@@ -64,7 +64,11 @@
 # limit 8 KiB instead of 32, 7 interleaved rounds: server CPU per request
 # 0.89x at 10 connections, 0.96x at 1000, user CPU 0.90x and 0.96x), where
 # 1 KiB writes did not (1.04x total, 1.26x user at 1000 connections): small
-# writes keep leaving together, many per io_uring_enter.
+# writes keep leaving together, many per io_uring_enter.  (Measured again
+# on 2026-12-04 without perf attached: sending small writes inside write()
+# helped the echo and cost aiohttp under wrk a tenth of its requests per
+# second, also when only the iteration's first was sent: docs/
+# benchmarks.md, "Watched by perf".)
 # The send request (StreamSend; its 1 KiB iovec array is allocated at its
 # first SENDMSG) and the write queue (a ChunkQueue: 0.2 KiB) are the loop's, lent
 # to a transport from the first write() until its queue is empty and no
