@@ -10,6 +10,11 @@ request apart (the loop's own cost shows in user time).
     python3 bench/ab_builds.py --before /tmp/before --after . --connect --split perf  # per connection
     python3 bench/ab_builds.py --before /tmp/before --after . --split perf  # user CPU from perf samples
 
+With --split perf the servers are watched by perf, which slows a server
+more the more often it sleeps (bench/perf_overhead.py): a change that
+alters how often the loop sleeps is then measured with a bias; compare
+totals without it.
+
 Each build is used through PYTHONPATH (an in-place build of each tree);
 servers are pinned to CPU 0 and the load generator to CPU 1, with the
 malloc settings of bench/run_echo.py.

@@ -147,7 +147,8 @@ def main():
     parser.add_argument("--malloc", choices=["equal", "shipped"], default="equal")
     parser.add_argument("--split", choices=["ticks", "perf"], default="ticks",
                         help="user/system split from the 250 Hz ticks, or from perf "
-                             "samples (as bench/run_echo.py; needs perf)")
+                             "samples (as bench/run_echo.py; perf slows the servers, "
+                             "unequally: bench/perf_overhead.py; needs perf)")
     args = parser.parse_args()
     if os.cpu_count() >= 2:
         os.sched_setaffinity(0, {1})        # the client on CPU 1, the servers on 0
