@@ -19,9 +19,11 @@ A loop that leaves accepted connections open after the peer's FIN spends
 nothing on closing them, neither the close(2) nor the kernel's teardown of
 both ends that runs in the closer's context on loopback: the last column
 counts the server's sockets still open (CLOSE_WAIT) a moment after the
-round.  rloop 0.5.0 leaves every one open, until the process exits (not
-after gc.collect() or the server's close(), docs/benchmarks.md), so its
-CPU per connection here is without the close.  `--hold` keeps every
+round.  rloop 0.5.0 closes one only when its transport map's deferred
+reclamation drops it -- a quarter of a round's were still open after it,
+a lone connection until the process exited (not after gc.collect() or the
+server's close(); docs/benchmarks.md) -- so its CPU per connection here
+is mostly without the close.  `--hold` keeps every
 connection open until the round's CPU has been read, so no loop's close is
 counted: accept and one echo, alike for all.
 
