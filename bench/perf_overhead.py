@@ -53,7 +53,7 @@ def main():
                       f"{cell['cpu_us_per_req']:6.2f} total {user:5.2f} user us/req "
                       f"{cell['req_s']:8.0f} req/s", flush=True)
     print()
-    print(f"| loop | perf | server CPU us/req, total / user (ticks) | req/s | total vs unwatched |")
+    print("| loop | perf | server CPU us/req, total / user (ticks) | req/s | total vs unwatched |")
     print("|---|---|---|---|---|")
     for loop in args.loops.split(","):
         base = statistics.median(c[0] for c in cells[(loop, None)])

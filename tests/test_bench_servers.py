@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -102,7 +103,6 @@ def _left_open():
 
 
 def _wait_for(predicate, timeout=10.0):
-    import time
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline
