@@ -4,6 +4,7 @@
 # sockops.pyx, fdwatch.pyx, buffer_pool.pyx, zcrx.pyx, transports/*.pyx):
 # one extension, so calls between them are C calls.
 
+cimport cython
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t
 from cpython.buffer cimport Py_buffer
 from cpython.ref cimport PyObject
@@ -35,6 +36,7 @@ ctypedef struct CqeCopy:
 ctypedef int (*make_room_fn)(object owner) except -1
 
 
+@cython.final
 cdef class Ring:
     # One io_uring (ring.pyx): what the loop and each zcrx queue do with one.
     cdef ul_ring r                   # ring/ring.h's mapping and counters
@@ -131,37 +133,51 @@ cdef class RingLoop:
     cdef Py_ssize_t zc_default_threshold   # URINGLOOP_ZC_THRESHOLD
     cdef BufferPool buffer_pool   # registered buffers, made on first use
 
+    @cython.final
     cdef io_uring_sqe *sqe_for(self, Operation op) except NULL
+    @cython.final
     cdef int track(self, Operation op, io_uring_sqe *sqe) except -1
     cdef int forget(self, Operation op) except -1
     cdef int cancel_op(self, Operation op) except -1
     cdef int cancel_fd(self, int fd) except -1
+    @cython.final
     cdef int wait_and_reap(self, int64_t timeout_ns, unsigned held) except -1
+    @cython.final
     cdef int wait(self, unsigned wait_nr, int64_t timeout_ns, unsigned held) except -1
+    @cython.final
     cdef int submit_then_wait(self, int64_t timeout_ns) except -1
     cdef bint only_sends_completed(self)
+    @cython.final
     cdef int reap(self, unsigned limit=*) except -1
     cdef int end_unconsumed(self) except -1
+    @cython.final
     cdef int reap_after_enter(self, unsigned held) except -1
     cdef int dispatch_ahead(self, int which, object owner=*) except -1
     cdef int settle(self, object owner) except -1
     cdef bint hand_over_now(self) except -1
+    @cython.final
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1
     cdef int completion_failed(self, Operation op, object exc) except -1
     cdef double clock(self) except? -1.0
     cdef int arm_wakeup(self) except -1
+    @cython.final
     cdef int run_once(self) except -1
+    @cython.final
     cdef bint run_once_is_ours(self) except -1
     cdef unsigned int run_once_tag    # the class version run_once_is_ours() last looked up
+    @cython.final
     cdef int run_ready(self) except -1
+    @cython.final
     cdef object soon(self, object callback, tuple args)
     cdef int soon_made(self, object transport, object protocol) except -1
+    @cython.final
     cdef object ready_handle(self, type kind, object callback, tuple args, object context)
     cdef close_ring_now(self)
     cdef close_wakeup_fd(self)
     cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args)
     cdef object remove_watch(self, dict watches, object fd)
     cdef int ensure_recv_buffers(self) except -1
+    @cython.final
     cdef int flush_sends(self) except -1
 
 

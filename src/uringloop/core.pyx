@@ -757,6 +757,7 @@ cdef class RingLoop:
 
     # ---- submission -------------------------------------------------
 
+    @cython.final
     cdef io_uring_sqe *sqe_for(self, Operation op) except NULL:
         """A fresh SQE of this loop's ring whose user_data is `op`, which
         is in flight from now on (track)."""
@@ -764,6 +765,7 @@ cdef class RingLoop:
         self.track(op, sqe)
         return sqe
 
+    @cython.final
     cdef int track(self, Operation op, io_uring_sqe *sqe) except -1:
         """op's request is written in sqe (of this loop's ring, or of a zcrx
         queue's, whose completions come to dispatch() too; NULL for a
@@ -818,6 +820,7 @@ cdef class RingLoop:
 
     # ---- completion ------------------------------------------------
 
+    @cython.final
     cdef int wait_and_reap(self, int64_t timeout_ns, unsigned held) except -1:
         """Submit, wait up to timeout_ns (0: not at all, -1: without end) and
         dispatch completions.  `held` completions were left in the ring by
@@ -854,6 +857,7 @@ cdef class RingLoop:
             return self.submit_then_wait(timeout_ns)
         return self.wait(wait_nr, timeout_ns, held)
 
+    @cython.final
     cdef int submit_then_wait(self, int64_t timeout_ns) except -1:
         """Requests to hand over and nothing to do until a completion:
         submit them first, without sleeping (the GIL kept), and when all
@@ -900,6 +904,7 @@ cdef class RingLoop:
                 return False
         return True
 
+    @cython.final
     cdef int wait(self, unsigned wait_nr, int64_t timeout_ns, unsigned held) except -1:
         """The enter that may sleep: with busy polling (URINGLOOP_SPIN_US,
         above) and after a short previous wait, hand the queued requests
@@ -932,12 +937,14 @@ cdef class RingLoop:
         self.last_wait_ns = ul_now_ns() - start
         return self.reap_after_enter(held)
 
+    @cython.final
     cdef int reap_after_enter(self, unsigned held) except -1:
         if not queued(self._ready):
             return self.reap(REAP_ALL)
         self.reap(held)
         return self.dispatch_ahead(SENDS_AHEAD)
 
+    @cython.final
     cdef int reap(self, unsigned limit=REAP_ALL) except -1:
         """Dispatch up to `limit` completions, oldest first."""
         cdef CqeCopy c
@@ -1024,6 +1031,7 @@ cdef class RingLoop:
             return False
         return True
 
+    @cython.final
     cdef int dispatch(self, Operation op, int32_t res, uint32_t flags) except -1:
         """One completion: op.complete() in op's context; the reference
         taken in sqe_for is dropped at the last one (F_MORE clear)."""
@@ -1095,6 +1103,7 @@ cdef class RingLoop:
             return self.time()
         return monotonic()
 
+    @cython.final
     cdef object soon(self, object callback, tuple args):
         """call_soon(callback, *args) for the transports' own callbacks
         (connection_made, connection_lost, reading started), without the
@@ -1115,6 +1124,7 @@ cdef class RingLoop:
             self.ready_handle(ReadingHandle, protocol.connection_made, (transport,), None)
         return 0
 
+    @cython.final
     cdef object ready_handle(self, type kind, object callback, tuple args, object context):
         """call_soon() outside debug mode: a Handle (or kind) at the end
         of _ready."""
@@ -1170,6 +1180,7 @@ cdef class RingLoop:
                 PyErr_CheckSignals()
                 self.run_once()
 
+    @cython.final
     cdef bint run_once_is_ours(self) except -1:
         """loop._run_once is RingLoop._run_once: nothing on the instance
         or in a class above RingLoop replaces it."""
@@ -1187,6 +1198,7 @@ cdef class RingLoop:
         return (dictptr == NULL or dictptr[0] == NULL
                 or PyDict_GetItemWithError(<object>dictptr[0], '_run_once') == NULL)
 
+    @cython.final
     cdef int run_once(self) except -1:
         cdef object scheduled = self._scheduled
         cdef object handle
@@ -1253,6 +1265,7 @@ cdef class RingLoop:
             handle = None
         return 0
 
+    @cython.final
     cdef int run_ready(self) except -1:
         cdef object ready = self._ready
         cdef bint is_deque = type(ready) is DEQUE
@@ -1333,6 +1346,7 @@ cdef class RingLoop:
             raise RuntimeError(
                 f'File descriptor {fd!r} is used by transport {transport!r}')
 
+    @cython.final
     cdef int flush_sends(self) except -1:
         """Hand what was written this iteration to the kernel: each
         transport that registered itself in send_flushes (its first write

@@ -54,7 +54,9 @@ cdef class BaseTransport:
 
     cdef int register(self) except -1
     cdef int count_in(self, RingLoop loop) except -1
+    @cython.final
     cdef int op_started(self) except -1
+    @cython.final
     cdef int op_finished(self) except -1
     cdef int close_socket(self) except -1
     cdef int fatal_error(self, object exc, str message) except -1
@@ -66,7 +68,9 @@ cdef class BaseTransport:
     cdef int flush_sends(self) except -1
     cdef int release_ops(self) except -1
     cdef int set_limits(self, object high, object low) except -1
+    @cython.final
     cdef int maybe_pause_protocol(self) except -1
     cdef int pause_protocol(self) except -1
+    @cython.final
     cdef int maybe_resume_protocol(self) except -1
     cdef int resume_protocol(self) except -1

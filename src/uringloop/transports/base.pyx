@@ -201,10 +201,12 @@ cdef class BaseTransport:
             self.counts.transports += 1
         return 0
 
+    @cython.final
     cdef int op_started(self) except -1:
         self.ops_pending += 1
         return 0
 
+    @cython.final
     cdef int op_finished(self) except -1:
         self.ops_pending -= 1
         if self.ops_pending == 0:
@@ -246,6 +248,7 @@ cdef class BaseTransport:
 
     # -- write flow control, as asyncio's _FlowControlMixin ---------------
 
+    @cython.final
     cdef int maybe_pause_protocol(self) except -1:
         if self.write_buffer_size <= self.high_water or self.protocol_paused:
             return 0
@@ -268,6 +271,7 @@ cdef class BaseTransport:
             })
         return 0
 
+    @cython.final
     cdef int maybe_resume_protocol(self) except -1:
         if not self.protocol_paused or self.write_buffer_size > self.low_water:
             return 0

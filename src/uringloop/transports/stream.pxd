@@ -70,12 +70,15 @@ cdef class StreamTransport(BaseTransport):
     cdef object transport_socket     # extra info 'socket', once asked for
 
     # reading (what the readers call)
+    @cython.final
     cdef int set_read_state(self, int state) except -1
     cdef int start_reading_in_context(self) except -1
+    @cython.final
     cdef int start_reading(self) except -1
     cdef int stop_reading(self) except -1
     cdef int switch_reader(self, StreamReader reader) except -1
     cdef int reader_done(self) except -1
+    @cython.final
     cdef int received(self, object data, Py_ssize_t n) except -1
     cdef int received_in_buffer(self, Py_ssize_t n) except -1
     cdef int received_eof(self) except -1
@@ -83,6 +86,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int read_error(self, object exc) except -1
     cdef int keep(self, object item, Py_ssize_t n) except -1
     cdef int hand_over(self, object item) except -1
+    @cython.final
     cdef int deliver(self, object data) except -1
     cdef int deliver_copied(self, object data) except -1
     cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
@@ -91,15 +95,21 @@ cdef class StreamTransport(BaseTransport):
     cdef int release_ops(self) except -1
     cdef int take_protocol(self, object protocol) except -1
     # writing
+    @cython.final
     cdef int set_send_state(self, int state) except -1
+    @cython.final
     cdef int schedule_send(self) except -1
     cdef int flush_sends(self) except -1
     cdef int force_close(self, object exc) except -1
     cdef int connection_lost_now(self, object exc) except -1
+    @cython.final
     cdef int submit_send(self) except -1
     cdef int submit_send_zc(self, object head) except -1
+    @cython.final
     cdef int zc_send_completed(self, int32_t res) except -1
+    @cython.final
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1
+    @cython.final
     cdef int send_result(self, int32_t res, bint zerocopy) except -1
 
 

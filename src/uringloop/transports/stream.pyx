@@ -305,6 +305,7 @@ cdef class StreamTransport(BaseTransport):
     # resume_reading() (READ_PAUSED, and while kept data is handed over),
     # or dropped (READ_CLOSED).  The reader says which request is armed.
 
+    @cython.final
     cdef int set_read_state(self, int state) except -1:
         """The one place the read state changes; the debug build stops the
         process on a move its table (READ_MOVES) does not have."""
@@ -314,6 +315,7 @@ cdef class StreamTransport(BaseTransport):
         self.read_state = state
         return 0
 
+    @cython.final
     cdef int start_reading(self) except -1:
         """Arm the reader's request, when reading is on, nothing kept waits
         and none is in flight; first take up a mode switched to."""
@@ -361,6 +363,7 @@ cdef class StreamTransport(BaseTransport):
         self.op_finished()
         return self.start_reading()
 
+    @cython.final
     cdef int received(self, object data, Py_ssize_t n) except -1:
         """n bytes (or a zero-copy piece) for the protocol: delivered now,
         or kept while reading is paused or kept data waits (order)."""
@@ -458,6 +461,7 @@ cdef class StreamTransport(BaseTransport):
         self.kept_bytes -= len(item)
         return self.deliver(item)
 
+    @cython.final
     cdef int deliver(self, object data) except -1:
         if type(data) is ZeroCopyPiece:
             return self.deliver_piece(<ZeroCopyPiece>data)
@@ -678,6 +682,7 @@ cdef class StreamTransport(BaseTransport):
         for data in items:
             self.write(data)
 
+    @cython.final
     cdef int set_send_state(self, int state) except -1:
         """The one place the send state changes; the debug build stops the
         process on a move its table (SEND_MOVES) does not have, and on a
@@ -695,6 +700,7 @@ cdef class StreamTransport(BaseTransport):
         self.send_state = state
         return 0
 
+    @cython.final
     cdef int schedule_send(self) except -1:
         """The first chunk queued on an idle transport: its request is
         written before the loop's next io_uring_enter (loop.flush_sends),
@@ -711,6 +717,7 @@ cdef class StreamTransport(BaseTransport):
         self.set_send_state(SEND_IDLE)
         return return_sender(self)
 
+    @cython.final
     cdef int submit_send(self) except -1:
         """Write the request for the head of the queue: a SEND_ZC or
         SENDMSG_ZC where the zero-copy policy wants one, else the lent
@@ -739,6 +746,7 @@ cdef class StreamTransport(BaseTransport):
         self.zc_send_op = op
         return self.op_started()
 
+    @cython.final
     cdef int zc_send_completed(self, int32_t res) except -1:
         self.zc_send_op = None
         if self.zc.absorb_error(res):
@@ -754,12 +762,14 @@ cdef class StreamTransport(BaseTransport):
             self.zc.zc_bytes += res
         return self.send_completed(res, True)
 
+    @cython.final
     cdef int send_completed(self, int32_t res, bint zerocopy) except -1:
         try:
             return self.send_result(res, zerocopy)
         finally:
             return_sender(self)
 
+    @cython.final
     cdef int send_result(self, int32_t res, bint zerocopy) except -1:
         self.op_finished()
         if self.conn_lost and not queue_len(self.write_queue):
