@@ -289,6 +289,67 @@ def test_protocol_callbacks_see_the_context_of_their_creation():
     assert ours == reference
 
 
+def _send_context_scenario(loop):
+    """What a server protocol's callbacks reached from its sends'
+    completions see of a ContextVar set before the server was made: its
+    write of 4 MiB pauses it until the client reads (resume_writing()),
+    then close() with 4 MiB queued ends it once they are sent
+    (connection_lost()).  uringloop dispatches a send's completion
+    without entering the transport's context unless its result may reach
+    the protocol (StreamSend.complete)."""
+    seen = []
+    big = b"x" * (4 * 1024 * 1024)
+
+    class Server(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.transport = transport
+            self.writes = 0
+
+        def data_received(self, data):
+            self.writes += 1
+            self.transport.write(big)
+            if self.writes == 2:
+                self.transport.close()
+
+        def pause_writing(self):
+            seen.append(("pause_writing", request_id.get()))
+
+        def resume_writing(self):
+            seen.append(("resume_writing", request_id.get()))
+
+        def connection_lost(self, exc):
+            seen.append(("connection_lost", exc, request_id.get()))
+
+    async def main():
+        request_id.set("server-ctx")
+        server = await loop.create_server(Server, "127.0.0.1", 0)
+        addr = server.sockets[0].getsockname()
+        request_id.set("after")
+        reader, writer = await asyncio.open_connection(*addr)
+        for _ in range(2):
+            writer.write(b"go")
+            await writer.drain()
+            await asyncio.sleep(0.05)       # the server's send fills the socket
+            await reader.readexactly(len(big))
+        assert await reader.read() == b""
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        await asyncio.sleep(0.01)
+    loop.run_until_complete(asyncio.wait_for(main(), 30))
+    return seen
+
+
+def test_protocol_callbacks_from_send_completions_see_the_context_of_their_creation():
+    ours = _send_context_scenario(uloop := uringloop.new_event_loop())
+    uloop.close()
+    reference = _send_context_scenario(sloop := asyncio.SelectorEventLoop())
+    sloop.close()
+    assert ("resume_writing", "server-ctx") in reference
+    assert ("connection_lost", None, "server-ctx") in reference
+    assert sorted(set(ours)) == sorted(set(reference))
+
+
 def _buffered_context_scenario(loop, accepted):
     """What a BufferedProtocol's callbacks see of a ContextVar set before
     its connection was made (and set again in connection_made(), which

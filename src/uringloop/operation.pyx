@@ -14,7 +14,8 @@
 #               counts it in loop.ops_in_flight
 #   in flight   handed to the kernel by the loop's next io_uring_enter
 #   completing  each CQE: RingLoop.dispatch() runs complete(res, flags) in
-#               op.context, an exception going to the loop's handler
+#               op.context (None: complete() enters what it needs itself,
+#               as StreamSend), an exception going to the loop's handler
 #   done        the CQE without F_MORE: in_flight cleared, the kernel's
 #               reference dropped (dispatch)
 #
