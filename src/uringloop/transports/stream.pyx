@@ -633,9 +633,10 @@ cdef class StreamTransport(BaseTransport):
     def write(self, data):
         """Queue data to be sent; never blocks.  Raises TypeError for a
         non-bytes-like object, RuntimeError after write_eof()."""
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f'data argument must be a bytes-like object, '
-                            f'not {type(data).__name__!r}')
+        if type(data) is not bytes:
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f'data argument must be a bytes-like object, '
+                                f'not {type(data).__name__!r}')
         if self.eof_written:
             raise RuntimeError('Cannot call write() after write_eof()')
         if self.empty_waiter is not None:
@@ -1081,7 +1082,7 @@ cdef inline bint send_calls_out(StreamTransport tr, int32_t res) noexcept:
 cdef inline int lend_sender(StreamTransport tr) except -1:
     """Borrow a StreamSend and its (empty) queue from the loop (its
     idle ones are a linked list: see DatagramTransport.take_send_op)."""
-    cdef StreamSend op = tr.loop.spare_sends
+    cdef StreamSend op = <StreamSend>tr.loop.spare_sends
     if op is not None:
         tr.loop.spare_sends = op.next_spare
         tr.loop.spare_send_count -= 1
@@ -1104,11 +1105,11 @@ cdef inline int return_sender(StreamTransport tr) except -1:
         return 0
     tr.send_op = None
     tr.write_queue = None
-    op.queue.clear()                # (empty: back to its first size if it grew)
-    op.transport = None
-    op.held = None
+    if op.queue.mask >= QUEUE_KEPT_SIZE:
+        op.queue.clear()            # (empty: back to its first size)
+    op.transport = None             # (op.held is None: none in flight)
     if tr.loop.spare_send_count < SEND_POOL_MAX:
-        op.next_spare = tr.loop.spare_sends
+        op.next_spare = <StreamSend>tr.loop.spare_sends
         tr.loop.spare_sends = op
         tr.loop.spare_send_count += 1
     return 0
