@@ -256,13 +256,17 @@ cdef class StreamSend(Operation):
 
     cdef int arm(self) except -1:
         """A SEND of the transport's head chunk, or a SENDMSG of the chunks
-        queued from it (queue_batch); held until the completion."""
+        queued from it (queue_batch); held from when the request is in
+        flight (sqe_for) until the completion, so that a StreamSend with
+        none in flight holds nothing (return_sender)."""
         cdef StreamTransport tr = self.transport
         cdef Py_ssize_t n = queue_len(tr.write_queue)
+        cdef io_uring_sqe *sqe
         head = queue_at(tr.write_queue, 0)
         if n == 1:
+            sqe = self.loop.sqe_for(self)
             self.held = head
-            ul_prep_send(self.loop.sqe_for(self), tr.fd, chunk_ptr(head) + tr.head_offset,
+            ul_prep_send(sqe, tr.fd, chunk_ptr(head) + tr.head_offset,
                          <size_t>(chunk_len(head) - tr.head_offset), MSG_NOSIGNAL)
             return 0
         n = queue_batch(tr, n)
@@ -272,8 +276,10 @@ cdef class StreamSend(Operation):
             self.iov = <iovec *>PyMem_Malloc(MAX_IOV * sizeof(iovec))
             if self.iov == NULL:
                 raise MemoryError()
-        self.held = queue_message(tr, &self.msg, self.iov, n)
-        ul_prep_sendmsg(self.loop.sqe_for(self), tr.fd, &self.msg, MSG_NOSIGNAL)
+        chunks = queue_message(tr, &self.msg, self.iov, n)
+        sqe = self.loop.sqe_for(self)
+        self.held = chunks
+        ul_prep_sendmsg(sqe, tr.fd, &self.msg, MSG_NOSIGNAL)
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
@@ -1107,7 +1113,7 @@ cdef inline int return_sender(StreamTransport tr) except -1:
     tr.write_queue = None
     if op.queue.mask >= QUEUE_KEPT_SIZE:
         op.queue.clear()            # (empty: back to its first size)
-    op.transport = None             # (op.held is None: none in flight)
+    op.transport = None             # (op.held is None: none in flight, arm())
     if tr.loop.spare_send_count < SEND_POOL_MAX:
         op.next_spare = <StreamSend>tr.loop.spare_sends
         tr.loop.spare_sends = op
