@@ -28,9 +28,11 @@ cdef enum:
 
 cdef class ChunkQueue:
     # a stream transport's write queue (bytes / ZeroCopyFuture, oldest
-    # first): a ring in a list, its length a power of 2, None where empty
+    # first): the oldest in `first`, the rest in a ring in a list (None
+    # until a second chunk came), its length a power of 2, None where empty
+    cdef object first
     cdef list items
-    cdef Py_ssize_t head, count, mask    # mask: len(items) - 1
+    cdef Py_ssize_t head, count, mask    # count: all, first too; mask: len(items) - 1
 
     cdef int append(self, object chunk) except -1
     cdef object popleft(self)

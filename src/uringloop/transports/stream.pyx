@@ -171,7 +171,9 @@ cdef inline char *chunk_ptr(object chunk):
 # through bound methods and whose items were read through its type's
 # slot: the send path's functions went from 15.3% to 12.4% of a 1 KiB x
 # 1000 echo server's user samples (perf record -e cpu-clock:u).  The list
-# keeps the references where the garbage collector sees them.
+# keeps the references where the garbage collector sees them.  Since
+# 2026-12-04 the oldest chunk is held by the queue object itself (`first`),
+# and the list is made at the first second chunk (ChunkQueue).
 cdef Py_ssize_t QUEUE_FIRST_SIZE = 8        # slots of a new queue
 cdef Py_ssize_t QUEUE_KEPT_SIZE = 64        # ... and the most a lent one keeps
 
@@ -189,15 +191,26 @@ cdef inline object list_swap(list items, Py_ssize_t i, object value):
 
 @cython.final
 cdef class ChunkQueue:
-
-    def __cinit__(self):
-        self.items = [None] * QUEUE_FIRST_SIZE
-        self.mask = QUEUE_FIRST_SIZE - 1
+    # The oldest chunk is held by the queue itself (`first`), the ones
+    # behind it in the ring, whose list is made at the first second
+    # chunk: most sends are of one chunk, and theirs touches neither the
+    # list nor its slots (their first use after an enter, the kernel's
+    # send work between, was a cache miss each: docs/benchmarks.md, "The
+    # hot path's own calls").
 
     cdef int append(self, object chunk) except -1:
-        cdef Py_ssize_t size = self.mask + 1, i
+        cdef Py_ssize_t behind = self.count - 1, size, i
         cdef list bigger
-        if self.count == size:
+        if self.count == 0:
+            self.first = chunk
+            self.count = 1
+            return 0
+        if self.items is None:
+            self.items = [None] * QUEUE_FIRST_SIZE
+            self.mask = QUEUE_FIRST_SIZE - 1
+            self.head = 0
+        size = self.mask + 1
+        if behind == size:
             # full: twice as long, the oldest first
             bigger = [None] * (2 * size)
             for i in range(size):
@@ -205,22 +218,26 @@ cdef class ChunkQueue:
             self.items = bigger
             self.head = 0
             self.mask = 2 * size - 1
-        list_swap(self.items, (self.head + self.count) & self.mask, chunk)
+        list_swap(self.items, (self.head + behind) & self.mask, chunk)
         self.count += 1
         return 0
 
     cdef object popleft(self):
-        chunk = list_swap(self.items, self.head, None)
-        self.head = (self.head + 1) & self.mask
+        chunk = self.first
         self.count -= 1
+        if self.count:
+            self.first = list_swap(self.items, self.head, None)
+            self.head = (self.head + 1) & self.mask
+        else:
+            self.first = None
         return chunk
 
     cdef int clear(self) except -1:
-        """Empty it; one that grew past QUEUE_KEPT_SIZE goes back to
-        QUEUE_FIRST_SIZE (a lent queue serves any connection next)."""
-        if self.mask >= QUEUE_KEPT_SIZE:
-            self.items = [None] * QUEUE_FIRST_SIZE
-            self.mask = QUEUE_FIRST_SIZE - 1
+        """Empty it; a ring that grew past QUEUE_KEPT_SIZE goes (a lent
+        queue serves any connection next)."""
+        if self.items is not None and self.mask >= QUEUE_KEPT_SIZE:
+            self.items = None
+            self.first = None
         else:
             while self.count:
                 self.popleft()
@@ -239,7 +256,9 @@ cdef inline Py_ssize_t queue_len(ChunkQueue queue) noexcept:
 
 cdef inline object queue_at(ChunkQueue queue, Py_ssize_t i):
     """queue[i], 0 <= i < queue_len(queue)."""
-    return <object>PyList_GET_ITEM(queue.items, (queue.head + i) & queue.mask)
+    if i == 0:
+        return queue.first
+    return <object>PyList_GET_ITEM(queue.items, (queue.head + i - 1) & queue.mask)
 
 
 cdef inline Py_ssize_t chunk_len(object chunk) noexcept:
@@ -1111,8 +1130,8 @@ cdef inline int return_sender(StreamTransport tr) except -1:
         return 0
     tr.send_op = None
     tr.write_queue = None
-    if op.queue.mask >= QUEUE_KEPT_SIZE:
-        op.queue.clear()            # (empty: back to its first size)
+    if op.queue.items is not None and op.queue.mask >= QUEUE_KEPT_SIZE:
+        op.queue.clear()            # (empty: its grown ring goes)
     op.transport = None             # (op.held is None: none in flight, arm())
     if tr.loop.spare_send_count < SEND_POOL_MAX:
         op.next_spare = <StreamSend>tr.loop.spare_sends
