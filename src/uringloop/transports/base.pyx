@@ -623,18 +623,34 @@ cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     while method_kept() says the lookup would find it still: the lookup was
     ~200 of a 10 KiB echo request's ~3200 instructions (docs/benchmarks.md)."""
     cdef object protocol = tr.protocol
+    if read_method_kept(tr, protocol, 'data_received'):
+        method = tr.read_method      # (a reference of its own for the call)
+        if ul_mc_call2_status(method, protocol, data) == 0:
+            return True
+        return protocol_call_failed(tr, 'Fatal error: protocol.data_received() call failed.')
     try:
-        if read_method_kept(tr, protocol, 'data_received'):
-            method = tr.read_method      # (a reference of its own for the call)
-            ul_mc_call2(method, protocol, data)
-        else:
-            protocol.data_received(data)
+        protocol.data_received(data)
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as exc:
         tr.fatal_error(exc, 'Fatal error: protocol.data_received() call failed.')
         return False
     return True
+
+
+cdef bint protocol_call_failed(BaseTransport tr, str message) except -1:
+    """A protocol method called by ul_mc_call2_status() raised, its
+    exception still set: SystemExit and KeyboardInterrupt go on, anything
+    else is the transport's fatal error, as the stdlib's transports treat
+    it.  False.  (Out of the caller's way: its try block is set up only
+    when the call failed.)"""
+    try:
+        ul_mc_raised()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        tr.fatal_error(exc, message)
+    return False
 
 
 cdef dict socket_extra(object sock, object extra):
