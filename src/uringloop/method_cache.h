@@ -203,6 +203,17 @@ static inline PyObject *ul_mc_call3(PyObject *func, PyObject *obj, PyObject *arg
     return ul_mc_call_args(func, args + 1, 3);
 }
 
+/* ul_mc_call3() so (datagram_received). */
+static inline int ul_mc_call3_status(PyObject *func, PyObject *obj, PyObject *arg,
+                                     PyObject *arg2)
+{
+    PyObject *result = ul_mc_call3(func, obj, arg, arg2);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
 /* tp's version tag, or 0 when it has none valid. */
 static inline unsigned int ul_mc_type_tag(PyTypeObject *tp)
 {

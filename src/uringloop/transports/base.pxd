@@ -12,6 +12,7 @@ cdef extern from "method_cache.h":
     unsigned int ul_mc_type_tag(PyTypeObject *tp) noexcept
     object ul_mc_call2(object func, object obj, object arg)
     int ul_mc_call2_status(object func, object obj, object arg) noexcept
+    int ul_mc_call3_status(object func, object obj, object arg, object arg2) noexcept
     int ul_mc_raised() except -1
     object ul_mc_call3(object func, object obj, object arg, object arg2)
 

@@ -425,13 +425,14 @@ cdef class StreamTransport(BaseTransport):
         """n bytes already in the BufferedProtocol's buffer (reading on)."""
         cdef object protocol = self.protocol
         self.bytes_received += n
+        # (the method kept as for data_received: call_data_received())
+        if read_method_kept(self, protocol, 'buffer_updated'):
+            method = self.read_method
+            if ul_mc_call2_status(method, protocol, n) != 0:
+                protocol_call_failed(self, 'Fatal error: protocol.buffer_updated() call failed.')
+            return 0
         try:
-            # (the method kept as for data_received: call_data_received())
-            if read_method_kept(self, protocol, 'buffer_updated'):
-                method = self.read_method
-                ul_mc_call2(method, protocol, n)
-            else:
-                protocol.buffer_updated(n)
+            protocol.buffer_updated(n)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
