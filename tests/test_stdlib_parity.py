@@ -1650,3 +1650,57 @@ def test_server_attach_and_detach_patched_after_a_first_connection_are_called(an
 
     loop.run_until_complete(main())
     assert calls.count("attach") == 2 and calls.count("detach") == 2, calls
+
+
+def _raising_datagram_scenario(loop, on_instance):
+    """datagram_received() raises for the first of two datagrams: on the
+    selector loop the exception goes to the exception handler (its
+    _read_ready() calls the protocol outside its try block) and the
+    transport reads on.  `on_instance`: the method is an attribute of the
+    protocol object, which uringloop cannot keep (the looked-up call)."""
+    seen = []
+    reports = _handler_calls(loop)
+
+    class Receiver(asyncio.DatagramProtocol):
+        def __init__(self):
+            if on_instance:
+                self.datagram_received = self.received
+
+        def datagram_received(self, data, addr):
+            self.received(data, addr)
+
+        def received(self, data, addr):
+            seen.append(data)
+            if data == b"first":
+                raise ValueError("raised by datagram_received")
+
+        def connection_lost(self, exc):
+            seen.append(("connection_lost", exc))
+
+    async def main():
+        tr, _ = await loop.create_datagram_endpoint(Receiver, local_addr=("127.0.0.1", 0))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for data in (b"first", b"second"):
+                s.sendto(data, tr.get_extra_info("sockname"))
+                for _ in range(100):
+                    if data in seen:
+                        break
+                    await asyncio.sleep(0.01)
+        closing = tr.is_closing()
+        tr.close()
+        await asyncio.sleep(0.01)
+        return closing
+    closing = loop.run_until_complete(main())
+    return (seen, closing,
+            [(type(r.get("exception")).__name__, str(r.get("exception"))) for r in reports])
+
+
+@pytest.mark.parametrize("on_instance", [False, True])
+def test_a_raising_datagram_received_is_reported_and_the_transport_reads_on(on_instance):
+    ours = _raising_datagram_scenario(uloop := uringloop.new_event_loop(), on_instance)
+    uloop.close()
+    reference = _raising_datagram_scenario(sloop := asyncio.SelectorEventLoop(), on_instance)
+    sloop.close()
+    assert reference == ([b"first", b"second", ("connection_lost", None)], False,
+                         [("ValueError", "raised by datagram_received")])
+    assert ours == reference

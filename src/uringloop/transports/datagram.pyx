@@ -158,6 +158,32 @@ cdef class DatagramWritable(Operation):
         return tr.flush_sends()
 
 
+cdef int datagram_received_raised(DatagramTransport tr) except -1:
+    """A datagram_received() called by ul_mc_call3_status() raised, its
+    exception still set: reported (report_datagram_received_error), or on
+    its way for SystemExit and KeyboardInterrupt.  (Out of deliver()'s
+    way: a try block there is set up for every datagram.)"""
+    try:
+        ul_mc_raised()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        report_datagram_received_error(tr, exc)
+    return 0
+
+
+cdef int report_datagram_received_error(DatagramTransport tr, object exc) except -1:
+    """As the selector loop's Handle reports the exception its
+    _read_ready() let through ('Exception in callback ...')."""
+    tr.loop.call_exception_handler({
+        'message': f'Exception in callback {tr.protocol!r}.datagram_received()',
+        'exception': exc,
+        'transport': tr,
+        'protocol': tr.protocol,
+    })
+    return 0
+
+
 cdef class DatagramTransport(BaseTransport):
 
     max_size = 256 * 1024       # as the stdlib's transports (read size)
@@ -246,21 +272,24 @@ cdef class DatagramTransport(BaseTransport):
         self.start_reading()
 
     cdef bint deliver(self, object data, object addr) except -1:
-        """datagram_received(); False when it raised (the transport is then
-        closed with the error)."""
+        """datagram_received().  What it raises goes to the exception
+        handler and the transport reads on, as on the selector loop, whose
+        _read_ready() calls it outside its try block, so the exception
+        reaches the handle's report (SystemExit and KeyboardInterrupt go
+        on).  It was this transport's fatal error until 2026-12-04."""
         cdef object protocol = self.protocol
+        # (the method kept as for data_received: call_data_received())
+        if read_method_kept(self, protocol, 'datagram_received'):
+            method = self.read_method
+            if ul_mc_call3_status(method, protocol, data, addr) != 0:
+                datagram_received_raised(self)
+            return True
         try:
-            # (the method kept as for data_received: call_data_received())
-            if read_method_kept(self, protocol, 'datagram_received'):
-                method = self.read_method
-                ul_mc_call3(method, protocol, data, addr)
-            else:
-                protocol.datagram_received(data, addr)
+            protocol.datagram_received(data, addr)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            self.fatal_error(exc, 'Fatal read error on datagram transport')
-            return False
+            report_datagram_received_error(self, exc)
         return True
 
     cdef int recv_completed(self, int32_t res, object data, object addr,
