@@ -174,9 +174,11 @@ cdef int datagram_received_raised(DatagramTransport tr) except -1:
 
 cdef int report_datagram_received_error(DatagramTransport tr, object exc) except -1:
     """As the selector loop's Handle reports the exception its
-    _read_ready() let through ('Exception in callback ...')."""
+    _read_ready() let through ('Exception in callback ...'); the
+    protocol named by its type, whose repr cannot raise."""
     tr.loop.call_exception_handler({
-        'message': f'Exception in callback {tr.protocol!r}.datagram_received()',
+        'message': (f'Exception in callback '
+                    f'{type(tr.protocol).__qualname__}.datagram_received()'),
         'exception': exc,
         'transport': tr,
         'protocol': tr.protocol,
