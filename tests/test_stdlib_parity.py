@@ -1704,3 +1704,57 @@ def test_a_raising_datagram_received_is_reported_and_the_transport_reads_on(on_i
     assert reference == ([b"first", b"second", ("connection_lost", None)], False,
                          [("ValueError", "raised by datagram_received")])
     assert ours == reference
+
+
+def _raising_pipe_scenario(loop):
+    """A read pipe's data_received() raises for the first of two writes: on
+    the selector loop the exception goes to the exception handler (its
+    _read_ready() calls the protocol outside its try block) and the pipe
+    reads on, to the end of the stream."""
+    seen = []
+    reports = _handler_calls(loop)
+
+    class Receiver(asyncio.Protocol):
+        def data_received(self, data):
+            seen.append(data)
+            if data == b"first":
+                raise ValueError("raised by data_received")
+
+        def eof_received(self):
+            seen.append("eof_received")
+
+        def connection_lost(self, exc):
+            seen.append(("connection_lost", exc))
+
+    async def main():
+        r, w = os.pipe()
+        tr, _ = await loop.connect_read_pipe(Receiver, os.fdopen(r, "rb", 0))
+        try:
+            for data in (b"first", b"second"):
+                os.write(w, data)
+                for _ in range(100):
+                    if data in seen:
+                        break
+                    await asyncio.sleep(0.01)
+            closing = tr.is_closing()
+        finally:
+            os.close(w)
+        for _ in range(100):
+            if seen and seen[-1] != b"second":
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)
+        return closing
+    closing = loop.run_until_complete(main())
+    return (seen, closing,
+            [(type(r.get("exception")).__name__, str(r.get("exception"))) for r in reports])
+
+
+def test_a_raising_data_received_of_a_read_pipe_is_reported_and_the_pipe_reads_on():
+    ours = _raising_pipe_scenario(uloop := uringloop.new_event_loop())
+    uloop.close()
+    reference = _raising_pipe_scenario(sloop := asyncio.SelectorEventLoop())
+    sloop.close()
+    assert reference == ([b"first", b"second", "eof_received", ("connection_lost", None)],
+                         False, [("ValueError", "raised by data_received")])
+    assert ours == reference

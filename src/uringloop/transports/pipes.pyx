@@ -66,6 +66,29 @@ cdef int check_pipe_fd(int fd) except -1:
     return 0
 
 
+cdef int pipe_data_received(ReadPipeTransport tr, object data) except -1:
+    """data_received() of a read pipe.  What it raises goes to the
+    exception handler and the pipe reads on, as on the selector loop,
+    whose _UnixReadPipeTransport._read_ready() calls it outside its try
+    block (SystemExit and KeyboardInterrupt go on).  It was the pipe's
+    fatal error until 2026-12-04: the pipe closed, and its writer got
+    EPIPE."""
+    protocol = tr.protocol
+    try:
+        protocol.data_received(data)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        tr.loop.call_exception_handler({
+            'message': (f'Exception in callback '
+                        f'{type(protocol).__qualname__}.data_received()'),
+            'exception': exc,
+            'transport': tr,
+            'protocol': protocol,
+        })
+    return 0
+
+
 cdef class ReadPipeTransport(BaseTransport):
 
     max_size = 256 * 1024       # as the stdlib's transports (read size)
@@ -97,8 +120,14 @@ cdef class ReadPipeTransport(BaseTransport):
                 # read, and not to be handed over: the stream has a hole
                 self.fatal_error(exc, 'Fatal read error on pipe transport')
                 return 0
-            if not call_data_received(self, data):
-                return 0
+            try:
+                pipe_data_received(self, data)
+            finally:
+                # armed again whatever data_received() raised (a
+                # KeyboardInterrupt too): the selector loop's reader stays
+                # registered
+                self.start_reading()
+            return 0
         elif res == 0:
             if self.loop._debug:
                 logger.info("%r was closed by peer", self)
