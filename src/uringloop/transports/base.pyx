@@ -638,19 +638,42 @@ cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     return True
 
 
-cdef bint protocol_call_failed(BaseTransport tr, str message) except -1:
-    """A protocol method called by ul_mc_call2_status() raised, its
-    exception still set: SystemExit and KeyboardInterrupt go on, anything
-    else is the transport's fatal error, as the stdlib's transports treat
-    it.  False.  (Out of the caller's way: its try block is set up only
-    when the call failed.)"""
+cdef object raised_exception():
+    """The exception a protocol method called by ul_mc_call2_status() or
+    ul_mc_call3_status() left set, taken up and returned; SystemExit and
+    KeyboardInterrupt go on.  (Out of the callers' way: their try block
+    is set up only when the call failed.)"""
     try:
         ul_mc_raised()
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as exc:
-        tr.fatal_error(exc, message)
+        return exc
+
+
+cdef bint protocol_call_failed(BaseTransport tr, str message) except -1:
+    """A stream's read callback raised (raised_exception()): the
+    transport's fatal error, as the stdlib's stream transports treat it.
+    False."""
+    tr.fatal_error(raised_exception(), message)
     return False
+
+
+cdef int report_callback_error(BaseTransport tr, object exc, str name) except -1:
+    """What the protocol's `name` callback raised where the selector loop
+    calls it outside its _read_ready()'s try block (datagram_received(),
+    a read pipe's data_received()): to the exception handler, as its
+    Handle reports it ('Exception in callback ...'), and the transport
+    reads on.  The protocol is named by its type, whose repr cannot
+    raise."""
+    protocol = tr.protocol
+    tr.loop.call_exception_handler({
+        'message': f'Exception in callback {type(protocol).__qualname__}.{name}()',
+        'exception': exc,
+        'transport': tr,
+        'protocol': protocol,
+    })
+    return 0
 
 
 cdef dict socket_extra(object sock, object extra):

@@ -33,7 +33,7 @@ cdef class DatagramTransport(BaseTransport):
     cdef int set_read_state(self, int state) except -1
     cdef int start_reading(self) except -1
     cdef int release_ops(self) except -1
-    cdef bint deliver(self, object data, object addr) except -1
+    cdef int deliver(self, object data, object addr) except -1
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1
     cdef bint send_now(self, bytes data, object addr) except -1

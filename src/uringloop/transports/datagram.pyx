@@ -158,34 +158,6 @@ cdef class DatagramWritable(Operation):
         return tr.flush_sends()
 
 
-cdef int datagram_received_raised(DatagramTransport tr) except -1:
-    """A datagram_received() called by ul_mc_call3_status() raised, its
-    exception still set: reported (report_datagram_received_error), or on
-    its way for SystemExit and KeyboardInterrupt.  (Out of deliver()'s
-    way: a try block there is set up for every datagram.)"""
-    try:
-        ul_mc_raised()
-    except (SystemExit, KeyboardInterrupt):
-        raise
-    except BaseException as exc:
-        report_datagram_received_error(tr, exc)
-    return 0
-
-
-cdef int report_datagram_received_error(DatagramTransport tr, object exc) except -1:
-    """As the selector loop's Handle reports the exception its
-    _read_ready() let through ('Exception in callback ...'); the
-    protocol named by its type, whose repr cannot raise."""
-    tr.loop.call_exception_handler({
-        'message': (f'Exception in callback '
-                    f'{type(tr.protocol).__qualname__}.datagram_received()'),
-        'exception': exc,
-        'transport': tr,
-        'protocol': tr.protocol,
-    })
-    return 0
-
-
 cdef class DatagramTransport(BaseTransport):
 
     max_size = 256 * 1024       # as the stdlib's transports (read size)
@@ -273,7 +245,7 @@ cdef class DatagramTransport(BaseTransport):
             raise
         self.start_reading()
 
-    cdef bint deliver(self, object data, object addr) except -1:
+    cdef int deliver(self, object data, object addr) except -1:
         """datagram_received().  What it raises goes to the exception
         handler and the transport reads on, as on the selector loop, whose
         _read_ready() calls it outside its try block, so the exception
@@ -284,15 +256,15 @@ cdef class DatagramTransport(BaseTransport):
         if read_method_kept(self, protocol, 'datagram_received'):
             method = self.read_method
             if ul_mc_call3_status(method, protocol, data, addr) != 0:
-                datagram_received_raised(self)
-            return True
+                report_callback_error(self, raised_exception(), 'datagram_received')
+            return 0
         try:
             protocol.datagram_received(data, addr)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            report_datagram_received_error(self, exc)
-        return True
+            report_callback_error(self, exc, 'datagram_received')
+        return 0
 
     cdef int recv_completed(self, int32_t res, object data, object addr,
                             bint final) except -1:

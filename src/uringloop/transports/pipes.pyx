@@ -73,19 +73,12 @@ cdef int pipe_data_received(ReadPipeTransport tr, object data) except -1:
     block (SystemExit and KeyboardInterrupt go on).  It was the pipe's
     fatal error until 2026-12-04: the pipe closed, and its writer got
     EPIPE."""
-    protocol = tr.protocol
     try:
-        protocol.data_received(data)
+        tr.protocol.data_received(data)
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as exc:
-        tr.loop.call_exception_handler({
-            'message': (f'Exception in callback '
-                        f'{type(protocol).__qualname__}.data_received()'),
-            'exception': exc,
-            'transport': tr,
-            'protocol': protocol,
-        })
+        report_callback_error(tr, exc, 'data_received')
     return 0
 
 
