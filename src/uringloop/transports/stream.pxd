@@ -32,7 +32,7 @@ cdef class ChunkQueue:
     # until a second chunk came), its length a power of 2, None where empty
     cdef object first
     cdef list items
-    cdef Py_ssize_t head, count, mask    # count: all, first too; mask: len(items) - 1
+    cdef Py_ssize_t head, count, mask    # count: all, first too; mask: len(items) - 1, 0 without
 
     cdef int append(self, object chunk) except -1
     cdef object popleft(self)

@@ -235,8 +235,9 @@ cdef class ChunkQueue:
     cdef int clear(self) except -1:
         """Empty it; a ring that grew past QUEUE_KEPT_SIZE goes (a lent
         queue serves any connection next)."""
-        if self.items is not None and self.mask >= QUEUE_KEPT_SIZE:
+        if self.mask >= QUEUE_KEPT_SIZE:
             self.items = None
+            self.mask = 0
             self.first = None
         else:
             while self.count:
@@ -1131,7 +1132,7 @@ cdef inline int return_sender(StreamTransport tr) except -1:
         return 0
     tr.send_op = None
     tr.write_queue = None
-    if op.queue.items is not None and op.queue.mask >= QUEUE_KEPT_SIZE:
+    if op.queue.mask >= QUEUE_KEPT_SIZE:
         op.queue.clear()            # (empty: its grown ring goes)
     op.transport = None             # (op.held is None: none in flight, arm())
     if tr.loop.spare_send_count < SEND_POOL_MAX:
