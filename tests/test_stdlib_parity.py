@@ -1758,3 +1758,52 @@ def test_a_raising_data_received_of_a_read_pipe_is_reported_and_the_pipe_reads_o
     assert reference == ([b"first", b"second", "eof_received", ("connection_lost", None)],
                          False, [("ValueError", "raised by data_received")])
     assert ours == reference
+
+
+def _interrupted_pipe_scenario(loop):
+    """A read pipe's data_received() raises KeyboardInterrupt on its first
+    call: it leaves run_until_complete(), and running the loop again gets
+    the rest of the stream (the read is armed again, as the selector
+    loop's reader stays registered)."""
+    seen = []
+
+    class Receiver(asyncio.Protocol):
+        def data_received(self, data):
+            seen.append(data)
+            if len(seen) == 1:
+                raise KeyboardInterrupt
+
+        def eof_received(self):
+            seen.append("eof_received")
+
+    r, w = os.pipe()
+    tr, _ = loop.run_until_complete(loop.connect_read_pipe(Receiver, os.fdopen(r, "rb", 0)))
+    interrupted = False
+    try:
+        os.write(w, b"first")
+        try:
+            loop.run_until_complete(asyncio.sleep(1))
+        except KeyboardInterrupt:
+            interrupted = True
+        os.write(w, b"second")
+    finally:
+        os.close(w)
+
+    async def rest():
+        for _ in range(100):
+            if "eof_received" in seen:
+                break
+            await asyncio.sleep(0.01)
+    loop.run_until_complete(rest())
+    tr.close()
+    loop.run_until_complete(asyncio.sleep(0.01))
+    return interrupted, seen
+
+
+def test_a_keyboard_interrupt_in_a_read_pipes_data_received_leaves_it_reading():
+    ours = _interrupted_pipe_scenario(uloop := uringloop.new_event_loop())
+    uloop.close()
+    reference = _interrupted_pipe_scenario(sloop := asyncio.SelectorEventLoop())
+    sloop.close()
+    assert reference == (True, [b"first", b"second", "eof_received"])
+    assert ours == reference
