@@ -1807,3 +1807,76 @@ def test_a_keyboard_interrupt_in_a_read_pipes_data_received_leaves_it_reading():
     sloop.close()
     assert reference == (True, [b"first", b"second", "eof_received"])
     assert ours == reference
+
+
+def _raising_stream_read_scenario(loop, name, on_instance):
+    """The stream's read callback (`name`: data_received or buffer_updated)
+    raises ValueError: on the selector loop the transport's fatal error,
+    reported with the stdlib's message, then connection_lost() with the
+    exception, and the peer sees the close.  `on_instance`: the method is
+    an attribute of the protocol object, which uringloop cannot keep, so
+    the call goes through the lookup (the other path to the same
+    handler)."""
+    seen = []
+    reports = _handler_calls(loop)
+
+    def received(arg):
+        seen.append(("received", arg if isinstance(arg, int) else len(arg)))
+        raise ValueError(f"raised by {name}")
+
+    class Plain(asyncio.Protocol):
+        def __init__(self):
+            if on_instance:
+                self.data_received = received
+
+        def data_received(self, data):
+            received(data)
+
+        def connection_lost(self, exc):
+            seen.append(("connection_lost", type(exc).__name__, str(exc)))
+
+    class Buffered(asyncio.BufferedProtocol):
+        def __init__(self):
+            self.buf = bytearray(1024)
+            if on_instance:
+                self.buffer_updated = received
+
+        def get_buffer(self, sizehint):
+            return self.buf
+
+        def buffer_updated(self, nbytes):
+            received(nbytes)
+
+        def connection_lost(self, exc):
+            seen.append(("connection_lost", type(exc).__name__, str(exc)))
+
+    async def main():
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        factory = Plain if name == "data_received" else Buffered
+        tr, _ = await loop.create_connection(factory, sock=a)
+        b.send(b"12345")
+        for _ in range(200):
+            if any(s[0] == "connection_lost" for s in seen):
+                break
+            await asyncio.sleep(0.01)
+        peer = await asyncio.wait_for(loop.sock_recv(b, 10), 5)   # b"": closed
+        b.close()
+        return peer, tr.is_closing()
+    peer, closing = loop.run_until_complete(main())
+    return (seen, peer, closing,
+            [(r.get("message"), type(r.get("exception")).__name__) for r in reports])
+
+
+@pytest.mark.parametrize("on_instance", [False, True])
+@pytest.mark.parametrize("name", ["data_received", "buffer_updated"])
+def test_a_raising_stream_read_callback_is_the_transports_fatal_error(name, on_instance):
+    ours = _raising_stream_read_scenario(uloop := uringloop.new_event_loop(), name, on_instance)
+    uloop.close()
+    reference = _raising_stream_read_scenario(sloop := asyncio.SelectorEventLoop(), name,
+                                              on_instance)
+    sloop.close()
+    assert reference == (
+        [("received", 5), ("connection_lost", "ValueError", f"raised by {name}")],
+        b"", True, [(f"Fatal error: protocol.{name}() call failed.", "ValueError")])
+    assert ours == reference

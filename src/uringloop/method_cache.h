@@ -189,6 +189,33 @@ static inline int ul_mc_call2_status(PyObject *func, PyObject *obj, PyObject *ar
     return 0;
 }
 
+/* obj.name(arg) and obj.name(arg, arg2) by the lookup, as the status of
+ * ul_mc_call2_status() / ul_mc_call3_status(): the call a read callback
+ * makes when its method cannot be kept, so that both paths share one
+ * handler of what it raised. */
+static inline int ul_mc_method2_status(PyObject *obj, PyObject *name, PyObject *arg)
+{
+    PyObject *args[3] = {NULL, obj, arg};
+    PyObject *result = PyObject_VectorcallMethod(
+        name, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+static inline int ul_mc_method3_status(PyObject *obj, PyObject *name, PyObject *arg,
+                                       PyObject *arg2)
+{
+    PyObject *args[4] = {NULL, obj, arg, arg2};
+    PyObject *result = PyObject_VectorcallMethod(
+        name, args + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
 /* -1, for the handler of an exception already set: the caller's except
  * clauses take it up (protocol_call_failed). */
 static inline int ul_mc_raised(void)

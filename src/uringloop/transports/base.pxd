@@ -13,6 +13,8 @@ cdef extern from "method_cache.h":
     object ul_mc_call2(object func, object obj, object arg)
     int ul_mc_call2_status(object func, object obj, object arg) noexcept
     int ul_mc_call3_status(object func, object obj, object arg, object arg2) noexcept
+    int ul_mc_method2_status(object obj, object name, object arg) noexcept
+    int ul_mc_method3_status(object obj, object name, object arg, object arg2) noexcept
     int ul_mc_raised() except -1
     object ul_mc_call3(object func, object obj, object arg, object arg2)
 

@@ -621,21 +621,18 @@ cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     fatal error.  False then.  (Inline: it is on every read's path.)
     The method is the function the lookup finds, kept in tr.read_method
     while method_kept() says the lookup would find it still: the lookup was
-    ~200 of a 10 KiB echo request's ~3200 instructions (docs/benchmarks.md)."""
+    ~200 of a 10 KiB echo request's ~3200 instructions (docs/benchmarks.md).
+    Either call gives a status; what it raised is taken up out of line."""
     cdef object protocol = tr.protocol
+    cdef int status
     if read_method_kept(tr, protocol, 'data_received'):
         method = tr.read_method      # (a reference of its own for the call)
-        if ul_mc_call2_status(method, protocol, data) == 0:
-            return True
-        return protocol_call_failed(tr, 'Fatal error: protocol.data_received() call failed.')
-    try:
-        protocol.data_received(data)
-    except (SystemExit, KeyboardInterrupt):
-        raise
-    except BaseException as exc:
-        tr.fatal_error(exc, 'Fatal error: protocol.data_received() call failed.')
-        return False
-    return True
+        status = ul_mc_call2_status(method, protocol, data)
+    else:
+        status = ul_mc_method2_status(protocol, 'data_received', data)
+    if status == 0:
+        return True
+    return protocol_call_failed(tr, 'Fatal error: protocol.data_received() call failed.')
 
 
 cdef object raised_exception():

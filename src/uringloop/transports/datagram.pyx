@@ -252,18 +252,15 @@ cdef class DatagramTransport(BaseTransport):
         reaches the handle's report (SystemExit and KeyboardInterrupt go
         on).  It was this transport's fatal error until 2026-12-04."""
         cdef object protocol = self.protocol
+        cdef int status
         # (the method kept as for data_received: call_data_received())
         if read_method_kept(self, protocol, 'datagram_received'):
             method = self.read_method
-            if ul_mc_call3_status(method, protocol, data, addr) != 0:
-                report_callback_error(self, raised_exception(), 'datagram_received')
-            return 0
-        try:
-            protocol.datagram_received(data, addr)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            report_callback_error(self, exc, 'datagram_received')
+            status = ul_mc_call3_status(method, protocol, data, addr)
+        else:
+            status = ul_mc_method3_status(protocol, 'datagram_received', data, addr)
+        if status != 0:
+            report_callback_error(self, raised_exception(), 'datagram_received')
         return 0
 
     cdef int recv_completed(self, int32_t res, object data, object addr,

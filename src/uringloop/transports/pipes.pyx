@@ -73,12 +73,8 @@ cdef int pipe_data_received(ReadPipeTransport tr, object data) except -1:
     block (SystemExit and KeyboardInterrupt go on).  It was the pipe's
     fatal error until 2026-12-04: the pipe closed, and its writer got
     EPIPE."""
-    try:
-        tr.protocol.data_received(data)
-    except (SystemExit, KeyboardInterrupt):
-        raise
-    except BaseException as exc:
-        report_callback_error(tr, exc, 'data_received')
+    if ul_mc_method2_status(tr.protocol, 'data_received', data) != 0:
+        report_callback_error(tr, raised_exception(), 'data_received')
     return 0
 
 
