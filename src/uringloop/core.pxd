@@ -56,7 +56,7 @@ cdef class Ring:
     cdef raise_enter_error(self, int ret)
     cdef int cancel(self, uint64_t target, unsigned flags, int fd) except -1
     cdef bint cancel_op(self, Operation op) except -1
-    cdef bint next_cqe(self, CqeCopy *out)
+    cdef bint next_cqe(self, CqeCopy *out) noexcept
     cdef int close(self) except -1
 
 
@@ -146,7 +146,8 @@ cdef class RingLoop:
     cdef int wait(self, unsigned wait_nr, int64_t timeout_ns, unsigned held) except -1
     @cython.final
     cdef int submit_then_wait(self, int64_t timeout_ns) except -1
-    cdef bint only_sends_completed(self)
+    @cython.final
+    cdef bint only_sends_completed(self) noexcept
     @cython.final
     cdef int reap(self, unsigned limit=*) except -1
     cdef int end_unconsumed(self) except -1

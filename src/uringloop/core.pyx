@@ -478,7 +478,7 @@ cdef inline bint handle_init_as_is() except -1:
     return True
 
 
-cdef inline void store_slot(object obj, Py_ssize_t offset, object value):
+cdef inline void store_slot(object obj, Py_ssize_t offset, object value) noexcept:
     """Store value in a still-empty slot of a fresh object."""
     Py_INCREF(value)
     (<PyObject **>((<char *><PyObject *>obj) + offset))[0] = <PyObject *>value
@@ -893,7 +893,8 @@ cdef class RingLoop:
                 return 0
         return self.wait(1, timeout_ns, 0)
 
-    cdef bint only_sends_completed(self):
+    @cython.final
+    cdef bint only_sends_completed(self) noexcept:
         """Every completion in the ring is a send's (Operation.sends), or
         one to skip."""
         cdef unsigned i, n = ul_cq_ready(&self.ring.r)

@@ -141,7 +141,7 @@ cdef class Ring:
         self.cancel(<uint64_t><uintptr_t><PyObject *>op, 0, -1)
         return True
 
-    cdef bint next_cqe(self, CqeCopy *out):
+    cdef bint next_cqe(self, CqeCopy *out) noexcept:
         """Copy the oldest completion out and consume it: False when there
         is none.  (Copied first: the owner's handler may reap in turn.)
         A CQE32 ring's first extra word (zcrx: the piece's offset) goes to

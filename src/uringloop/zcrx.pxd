@@ -60,13 +60,13 @@ cdef class ZeroCopyReceive:
     cdef int open_ring(self) except -1
     cdef release_ring(self)
     cdef bint bind(self, RingLoop loop) except -1
-    cdef bint serves(self, RingLoop loop)
+    cdef bint serves(self, RingLoop loop) noexcept
     cdef bint arm(self, ZeroCopyReader reader) except -1
     cdef int disarm(self, ZeroCopyReader reader) except -1
     cdef int submit(self) except -1
     cdef int reap(self) except -1
     cdef ZeroCopyPiece new_piece(self, uint64_t off, int32_t res)
-    cdef bint past_high_water(self)
+    cdef bint past_high_water(self) noexcept
     cdef int refused(self, int32_t res) except -1
     cdef int give(self, uint64_t off, uint32_t length) except -1
     cdef int commit(self) except -1

@@ -391,7 +391,7 @@ cdef class ZeroCopyReceive:
 
     # -- the data path -------------------------------------------------------
 
-    cdef bint serves(self, RingLoop loop):
+    cdef bint serves(self, RingLoop loop) noexcept:
         """True when connections of `loop` can receive through this queue:
         registered, and bound to that loop (the ring has one issuer thread)."""
         return self.registered and self.ring.open and (self.loop is None or self.loop is loop)
@@ -489,7 +489,7 @@ cdef class ZeroCopyReceive:
         self.pieces += 1
         return piece
 
-    cdef bint past_high_water(self):
+    cdef bint past_high_water(self) noexcept:
         """The held pieces pin more than high_water of the area: the
         connection that received stops until give() brings it under
         low_water."""

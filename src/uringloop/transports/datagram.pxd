@@ -38,7 +38,7 @@ cdef class DatagramTransport(BaseTransport):
                             bint final) except -1
     cdef bint send_now(self, bytes data, object addr) except -1
     cdef ssize_t send_direct(self, char *buf, size_t size, sockaddr_storage *addr,
-                             socklen_t addrlen)
+                             socklen_t addrlen) noexcept
     cdef DatagramSend new_send_op(self)
     cdef DatagramSend take_send_op(self)
     cdef int keep_send_op(self, DatagramSend op) except -1

@@ -454,7 +454,7 @@ cdef class DatagramTransport(BaseTransport):
         return True
 
     cdef ssize_t send_direct(self, char *buf, size_t size, sockaddr_storage *addr,
-                             socklen_t addrlen):
+                             socklen_t addrlen) noexcept:
         """The non-blocking send(2), or sendto(2) to addr when addrlen, of
         send_now(): bytes sent, or -errno."""
         cdef ssize_t n

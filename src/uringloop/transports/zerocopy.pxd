@@ -14,9 +14,9 @@ cdef class ZeroCopyPolicy:
     cdef Py_ssize_t batched_sends    # SENDMSG_ZC requests of several chunks
     cdef Py_ssize_t warmup_bytes     # auto mode: sent ordinarily before probing
 
-    cdef bint wants(self, object chunk, Py_ssize_t size, Py_ssize_t plain_bytes)
-    cdef bint may_want(self, Py_ssize_t size, Py_ssize_t plain_bytes)
-    cdef bint active(self)
+    cdef bint wants(self, object chunk, Py_ssize_t size, Py_ssize_t plain_bytes) noexcept
+    cdef bint may_want(self, Py_ssize_t size, Py_ssize_t plain_bytes) noexcept
+    cdef bint active(self) noexcept
     cdef bint absorb_error(self, int32_t res)
     cdef turn_off(self, str reason, bint log=*)
     cdef note_notification(self, int32_t res)

@@ -84,7 +84,7 @@ cdef class ZeroCopyPolicy:
     """Per transport: whether a chunk leaves with SEND_ZC, and what
     happened so far."""
 
-    cdef bint wants(self, object chunk, Py_ssize_t size, Py_ssize_t plain_bytes):
+    cdef bint wants(self, object chunk, Py_ssize_t size, Py_ssize_t plain_bytes) noexcept:
         """Whether this chunk (size bytes of it left) leaves with a
         zero-copy send; plain_bytes: what the transport sent ordinarily
         so far."""
@@ -99,7 +99,7 @@ cdef class ZeroCopyPolicy:
         # once the connection is past its start (see AUTO_WARMUP_BYTES)
         return size >= self.threshold and plain_bytes >= self.warmup_bytes
 
-    cdef bint may_want(self, Py_ssize_t size, Py_ssize_t plain_bytes):
+    cdef bint may_want(self, Py_ssize_t size, Py_ssize_t plain_bytes) noexcept:
         """Whether wants() could say yes to a bytes chunk of this size (no
         side effect): if not, write() may send it with send(2) at once."""
         if not self.active():
@@ -108,7 +108,7 @@ cdef class ZeroCopyPolicy:
             return True
         return size >= self.threshold and plain_bytes >= self.warmup_bytes
 
-    cdef bint active(self):
+    cdef bint active(self) noexcept:
         """Whether wants() can say yes to anything: a stream transport
         asks only then (StreamTransport.zc_maybe)."""
         return self.off_reason is None and self.mode != ZC_NEVER
