@@ -249,22 +249,27 @@ def main():
 
 
 def render(runs, summary):
-    """The markdown table of one run (also: --render FILE.json)."""
-    lines = ["| cell | loop | req/s | MB/s | server CPU us/req total / user | uringloop req/s ratio | uringloop CPU/req ratio | enter/req |",
-             "|---|---|---|---|---|---|---|---|"]
+    """The markdown table of one run (also: --render FILE.json).  The
+    ratios are uringloop's to each other loop, paired per round: req/s,
+    server CPU per request, and its user part alone (the loop's own
+    cost)."""
+    lines = ["| cell | loop | req/s | MB/s | server CPU us/req total / user | uringloop req/s ratio "
+             "| uringloop CPU/req ratio | uringloop user CPU/req ratio | enter/req |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for key, per_loop in summary.items():
         u = runs[key].get("uringloop")
         for loop, m in per_loop.items():
-            ratio = cratio = ""
+            ratio = cratio = uratio = ""
             if u and loop != "uringloop":
                 ratio = f"{paired_ratio(u, runs[key][loop], 'req_s'):.2f}x"
                 cratio = f"{paired_ratio(u, runs[key][loop], 'cpu_us_per_req'):.2f}x"
+                if "user_us_per_req" in m and "user_us_per_req" in u[0]:
+                    uratio = f"{paired_ratio(u, runs[key][loop], 'user_us_per_req'):.2f}x"
             enter = f"{m['enter_per_req']:.3f}" if "enter_per_req" in m else ""
             user = f" / {m['user_us_per_req']:.2f}" if "user_us_per_req" in m else ""
             lines.append(f"| {key} | {loop} | {m['req_s']:.0f} | {m['mb_s']:.1f} | "
-                         f"{m['cpu_us_per_req']:.2f}{user} | {ratio} | {cratio} | {enter} |")
+                         f"{m['cpu_us_per_req']:.2f}{user} | {ratio} | {cratio} | {uratio} | {enter} |")
     return "\n".join(lines)
-
 
 if __name__ == "__main__":
     main()
