@@ -176,48 +176,45 @@ static inline PyObject *ul_mc_call2(PyObject *func, PyObject *obj, PyObject *arg
     return ul_mc_call_args(func, args + 1, 2);
 }
 
-/* ul_mc_call2() for a caller that handles an error out of line: 0 with
- * the result dropped, or -1 with the exception set (a try block around
- * the call, set up on every read, was ~25 instructions of each:
- * call_data_received). */
-static inline int ul_mc_call2_status(PyObject *func, PyObject *obj, PyObject *arg)
+/* A call's result as a status, for a caller that handles an error out of
+ * line: 0 with the result dropped, or -1 with the exception set (a try
+ * block around the call, set up on every read, was ~25 instructions of
+ * each: call_data_received).  ul_mc_call2_status() / ul_mc_call3_status()
+ * for a kept method, ul_mc_method2_status() / ul_mc_method3_status() for
+ * the same call through the lookup. */
+static inline int ul_mc_status(PyObject *result)
 {
-    PyObject *result = ul_mc_call2(func, obj, arg);
     if (result == NULL)
         return -1;
     Py_DECREF(result);
     return 0;
 }
 
-/* obj.name(arg) and obj.name(arg, arg2) by the lookup, as the status of
- * ul_mc_call2_status() / ul_mc_call3_status(): the call a read callback
- * makes when its method cannot be kept, so that both paths share one
- * handler of what it raised. */
+static inline int ul_mc_call2_status(PyObject *func, PyObject *obj, PyObject *arg)
+{
+    return ul_mc_status(ul_mc_call2(func, obj, arg));
+}
+
+/* obj.name(arg) and obj.name(arg, arg2) by the lookup: the call a read
+ * callback makes when its method cannot be kept, with the kept call's
+ * status, so that both paths share one handler of what it raised. */
 static inline int ul_mc_method2_status(PyObject *obj, PyObject *name, PyObject *arg)
 {
     PyObject *args[3] = {NULL, obj, arg};
-    PyObject *result = PyObject_VectorcallMethod(
-        name, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (result == NULL)
-        return -1;
-    Py_DECREF(result);
-    return 0;
+    return ul_mc_status(PyObject_VectorcallMethod(
+        name, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL));
 }
 
 static inline int ul_mc_method3_status(PyObject *obj, PyObject *name, PyObject *arg,
                                        PyObject *arg2)
 {
     PyObject *args[4] = {NULL, obj, arg, arg2};
-    PyObject *result = PyObject_VectorcallMethod(
-        name, args + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (result == NULL)
-        return -1;
-    Py_DECREF(result);
-    return 0;
+    return ul_mc_status(PyObject_VectorcallMethod(
+        name, args + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL));
 }
 
 /* -1, for the handler of an exception already set: the caller's except
- * clauses take it up (protocol_call_failed). */
+ * clauses take it up (raised_exception). */
 static inline int ul_mc_raised(void)
 {
     return -1;
@@ -234,11 +231,7 @@ static inline PyObject *ul_mc_call3(PyObject *func, PyObject *obj, PyObject *arg
 static inline int ul_mc_call3_status(PyObject *func, PyObject *obj, PyObject *arg,
                                      PyObject *arg2)
 {
-    PyObject *result = ul_mc_call3(func, obj, arg, arg2);
-    if (result == NULL)
-        return -1;
-    Py_DECREF(result);
-    return 0;
+    return ul_mc_status(ul_mc_call3(func, obj, arg, arg2));
 }
 
 /* tp's version tag, or 0 when it has none valid. */
