@@ -615,30 +615,34 @@ cdef inline int read_method_kept(BaseTransport tr, object protocol, str name) no
     return kept if kept >= 0 else renew_read_method(tr, protocol, name)
 
 
+cdef inline int read_method_status(BaseTransport tr, object protocol, str name,
+                                   object arg) noexcept:
+    """protocol.<name>(arg) for a read callback of one argument
+    (data_received, buffer_updated): the function kept in tr.read_method
+    while read_method_kept() says the lookup would find it still, else
+    the call through the lookup.  0, or -1 with what it raised set, for
+    raised_exception()."""
+    if read_method_kept(tr, protocol, name):
+        method = tr.read_method      # (a reference of its own for the call)
+        return ul_mc_call2_status(method, protocol, arg)
+    return ul_mc_method2_status(protocol, name, arg)
+
+
 cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     """tr.protocol.data_received(data), as the stdlib's transports call it:
     anything but SystemExit/KeyboardInterrupt it raises is the transport's
     fatal error.  False then.  (Inline: it is on every read's path.)
-    The method is the function the lookup finds, kept in tr.read_method
-    while method_kept() says the lookup would find it still: the lookup was
-    ~200 of a 10 KiB echo request's ~3200 instructions (docs/benchmarks.md).
-    Either call gives a status; what it raised is taken up out of line."""
-    cdef object protocol = tr.protocol
-    cdef int status
-    if read_method_kept(tr, protocol, 'data_received'):
-        method = tr.read_method      # (a reference of its own for the call)
-        status = ul_mc_call2_status(method, protocol, data)
-    else:
-        status = ul_mc_method2_status(protocol, 'data_received', data)
-    if status == 0:
+    The method is kept (read_method_status()): the lookup was ~200 of a
+    10 KiB echo request's ~3200 instructions (docs/benchmarks.md)."""
+    if read_method_status(tr, tr.protocol, 'data_received', data) == 0:
         return True
     return protocol_call_failed(tr, 'Fatal error: protocol.data_received() call failed.')
 
 
 cdef object raised_exception():
-    """The exception a protocol method called by ul_mc_call2_status() or
-    ul_mc_call3_status() left set, taken up and returned; SystemExit and
-    KeyboardInterrupt go on.  (Out of the callers' way: their try block
+    """The exception a protocol method called through a ul_mc_*_status()
+    call (read_method_status()) left set, taken up and returned;
+    SystemExit and KeyboardInterrupt go on.  (Out of the callers' way: their try block
     is set up only when the call failed.)"""
     try:
         ul_mc_raised()

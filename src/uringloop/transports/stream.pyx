@@ -424,16 +424,8 @@ cdef class StreamTransport(BaseTransport):
 
     cdef int received_in_buffer(self, Py_ssize_t n) except -1:
         """n bytes already in the BufferedProtocol's buffer (reading on)."""
-        cdef object protocol = self.protocol
-        cdef int status
         self.bytes_received += n
-        # (the method kept as for data_received: call_data_received())
-        if read_method_kept(self, protocol, 'buffer_updated'):
-            method = self.read_method
-            status = ul_mc_call2_status(method, protocol, n)
-        else:
-            status = ul_mc_method2_status(protocol, 'buffer_updated', n)
-        if status != 0:
+        if read_method_status(self, self.protocol, 'buffer_updated', n) != 0:
             protocol_call_failed(self, 'Fatal error: protocol.buffer_updated() call failed.')
         return 0
 
