@@ -21,6 +21,19 @@ def _handler_calls(loop):
     return calls
 
 
+def _on_both_loops(scenario, *args):
+    """(ours, reference): scenario(loop, *args) on a new uringloop loop,
+    then on asyncio.SelectorEventLoop, each loop closed after its run."""
+    results = []
+    for make in (uringloop.new_event_loop, asyncio.SelectorEventLoop):
+        loop = make()
+        try:
+            results.append(scenario(loop, *args))
+        finally:
+            loop.close()
+    return tuple(results)
+
+
 # ---- readiness watches and odd file objects ---------------------------------
 
 @pytest.mark.parametrize("kind", ["reader", "writer"])
@@ -134,11 +147,7 @@ def _transport_profile(loop):
 
 
 def test_transports_offer_the_method_set_of_the_stdlib_transports():
-    import uringloop
-    ours = _transport_profile(uloop := uringloop.new_event_loop())
-    uloop.close()
-    reference = _transport_profile(sloop := asyncio.SelectorEventLoop())
-    sloop.close()
+    ours, reference = _on_both_loops(_transport_profile)
     for kind in reference:
         has, listed, calls, bases = ours[kind]
         ref_has, ref_listed, ref_calls, ref_bases = reference[kind]
@@ -280,11 +289,7 @@ def _context_scenario(loop):
 
 
 def test_protocol_callbacks_see_the_context_of_their_creation():
-    import uringloop
-    ours = _context_scenario(uloop := uringloop.new_event_loop())
-    uloop.close()
-    reference = _context_scenario(sloop := asyncio.SelectorEventLoop())
-    sloop.close()
+    ours, reference = _on_both_loops(_context_scenario)
     assert ("server", "data_received", "server-ctx") in reference
     assert ours == reference
 
@@ -341,10 +346,7 @@ def _send_context_scenario(loop):
 
 
 def test_protocol_callbacks_from_send_completions_see_the_context_of_their_creation():
-    ours = _send_context_scenario(uloop := uringloop.new_event_loop())
-    uloop.close()
-    reference = _send_context_scenario(sloop := asyncio.SelectorEventLoop())
-    sloop.close()
+    ours, reference = _on_both_loops(_send_context_scenario)
     assert ("resume_writing", "server-ctx") in reference
     assert ("connection_lost", None, "server-ctx") in reference
     assert sorted(set(ours)) == sorted(set(reference))
@@ -1697,10 +1699,7 @@ def _raising_datagram_scenario(loop, on_instance):
 
 @pytest.mark.parametrize("on_instance", [False, True])
 def test_a_raising_datagram_received_is_reported_and_the_transport_reads_on(on_instance):
-    ours = _raising_datagram_scenario(uloop := uringloop.new_event_loop(), on_instance)
-    uloop.close()
-    reference = _raising_datagram_scenario(sloop := asyncio.SelectorEventLoop(), on_instance)
-    sloop.close()
+    ours, reference = _on_both_loops(_raising_datagram_scenario, on_instance)
     assert reference == ([b"first", b"second", ("connection_lost", None)], False,
                          [("ValueError", "raised by datagram_received")])
     assert ours == reference
@@ -1751,10 +1750,7 @@ def _raising_pipe_scenario(loop):
 
 
 def test_a_raising_data_received_of_a_read_pipe_is_reported_and_the_pipe_reads_on():
-    ours = _raising_pipe_scenario(uloop := uringloop.new_event_loop())
-    uloop.close()
-    reference = _raising_pipe_scenario(sloop := asyncio.SelectorEventLoop())
-    sloop.close()
+    ours, reference = _on_both_loops(_raising_pipe_scenario)
     assert reference == ([b"first", b"second", "eof_received", ("connection_lost", None)],
                          False, [("ValueError", "raised by data_received")])
     assert ours == reference
@@ -1801,10 +1797,7 @@ def _interrupted_pipe_scenario(loop):
 
 
 def test_a_keyboard_interrupt_in_a_read_pipes_data_received_leaves_it_reading():
-    ours = _interrupted_pipe_scenario(uloop := uringloop.new_event_loop())
-    uloop.close()
-    reference = _interrupted_pipe_scenario(sloop := asyncio.SelectorEventLoop())
-    sloop.close()
+    ours, reference = _on_both_loops(_interrupted_pipe_scenario)
     assert reference == (True, [b"first", b"second", "eof_received"])
     assert ours == reference
 
@@ -1871,11 +1864,7 @@ def _raising_stream_read_scenario(loop, name, on_instance):
 @pytest.mark.parametrize("on_instance", [False, True])
 @pytest.mark.parametrize("name", ["data_received", "buffer_updated"])
 def test_a_raising_stream_read_callback_is_the_transports_fatal_error(name, on_instance):
-    ours = _raising_stream_read_scenario(uloop := uringloop.new_event_loop(), name, on_instance)
-    uloop.close()
-    reference = _raising_stream_read_scenario(sloop := asyncio.SelectorEventLoop(), name,
-                                              on_instance)
-    sloop.close()
+    ours, reference = _on_both_loops(_raising_stream_read_scenario, name, on_instance)
     assert reference == (
         [("received", 5), ("connection_lost", "ValueError", f"raised by {name}")],
         b"", True, [(f"Fatal error: protocol.{name}() call failed.", "ValueError")])
