@@ -253,7 +253,7 @@ cdef class DatagramTransport(BaseTransport):
         on).  It was this transport's fatal error until 2026-12-04."""
         cdef object protocol = self.protocol
         cdef int status
-        # (the method kept as for data_received: call_data_received())
+        # (the method kept as for data_received: read_method_status())
         if read_method_kept(self, protocol, 'datagram_received'):
             method = self.read_method
             status = ul_mc_call3_status(method, protocol, data, addr)

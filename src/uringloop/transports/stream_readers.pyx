@@ -315,7 +315,7 @@ cdef class BufferedReader(StreamReader):
     cdef int arm(self) except -1:
         cdef StreamTransport tr = self.transport
         cdef object protocol = tr.protocol
-        # (the method kept as data_received is: call_data_received())
+        # (the method kept as data_received is: read_method_status())
         cdef int kept = method_kept(&tr.get_buffer_check, protocol, 'get_buffer')
         if kept < 0:
             tr.get_buffer_method = look_up_method(&tr.get_buffer_check, protocol, 'get_buffer')
