@@ -1402,23 +1402,28 @@ cdef class RingLoop:
 
     # ---- transports --------------------------------------------------
 
+    # context: the transport's callbacks run in it (CPython 3.15 passes
+    # one; before, each transport copies the context current here)
     def _make_socket_transport(self, sock, protocol, waiter=None, *,
-                               extra=None, server=None):
-        return new_stream_transport(self, sock, protocol, waiter, extra, server)
+                               extra=None, server=None, context=None):
+        return new_stream_transport(self, sock, protocol, waiter, extra, server,
+                                    None, -1, -1, None, -1, -1, context)
 
     def _make_ssl_transport(self, rawsock, protocol, sslcontext, waiter=None,
                             *, server_side=False, server_hostname=None,
                             extra=None, server=None,
                             ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
                             ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
-                            listener=None):
+                            call_connection_made=True, listener=None, context=None):
         # listener: the listening socket of an accepted connection, whose
         # set_zerocopy() settings the connection inherits
         ssl_protocol = RingSSLProtocol(     # transports/tls.pyx
             self, protocol, sslcontext, waiter, server_side, server_hostname,
             ssl_handshake_timeout=ssl_handshake_timeout,
-            ssl_shutdown_timeout=ssl_shutdown_timeout)
-        new_stream_transport(self, rawsock, ssl_protocol, None, extra, server, listener)
+            ssl_shutdown_timeout=ssl_shutdown_timeout,
+            call_connection_made=call_connection_made)
+        new_stream_transport(self, rawsock, ssl_protocol, None, extra, server, listener,
+                             -1, -1, None, -1, -1, context)
         return ssl_protocol._app_transport
 
     def _make_datagram_transport(self, sock, protocol, address=None,

@@ -209,17 +209,27 @@ cdef class ServerAccept(Operation):
 
 cdef int serve_accepted(RingLoop loop, ServerAccept op, object conn, int fd) except -1:
     """A new protocol and transport for an accepted connection (conn, whose
-    fd is fd), made in the server's context (dispatch() entered it)."""
+    fd is fd), made in a copy of the server's context (dispatch() entered
+    that): the connection's own, as the selector loop gives each one (its
+    accept task's context; on 3.15 the copy it hands the transport), so
+    what protocol_factory() sets is seen by that connection's callbacks
+    and not by the next connection's."""
     names = op.names_of(fd, conn)
+    context = PyContext_CopyCurrent()
     if op.sslcontext is not None:
         loop.create_task(loop._accept_connection2(
             op.protocol_factory, conn, {'peername': names[1]}, op.sslcontext, op.server,
-            op.ssl_handshake_timeout, op.ssl_shutdown_timeout, listener=op.sock))
+            op.ssl_handshake_timeout, op.ssl_shutdown_timeout, listener=op.sock,
+            context=context), context=context)
         return 0
     try:
-        protocol = op.protocol_factory()
+        PyContext_Enter(context)
+        try:
+            protocol = op.protocol_factory()
+        finally:
+            PyContext_Exit(context)
         new_stream_transport(loop, conn, protocol, None, None, op.server, op.sock,
-                             op.family, op.type, names, fd, op.proto)
+                             op.family, op.type, names, fd, op.proto, context)
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as exc:
@@ -237,7 +247,7 @@ cdef int serve_accepted(RingLoop loop, ServerAccept op, object conn, int fd) exc
 def _start_serving(RingLoop self, protocol_factory, sock, sslcontext=None,
                    server=None, backlog=100,
                    ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
-                   ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT):
+                   ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT, context=None):
     cdef ServerAccept op
     fd = sock.fileno()
     if fd in self.accepting:
@@ -245,9 +255,11 @@ def _start_serving(RingLoop self, protocol_factory, sock, sslcontext=None,
     op = ServerAccept.__new__(ServerAccept)
     op.loop = self
     # accepted connections are made -- protocol_factory() called, the
-    # transport's context copied -- in a copy of the context current
-    # here, as by the selector loop's reader handle
-    op.context = PyContext_CopyCurrent()
+    # transport's context copied -- in copies of the server's context
+    # (CPython 3.15 passes it: the one current when the Server was made) or
+    # else of the context current here, as by the selector loop's reader
+    # handle
+    op.context = context if context is not None else PyContext_CopyCurrent()
     op.sock = sock
     op.fd = fd
     op.family = socket_family(sock)
@@ -279,7 +291,7 @@ async def _accept_connection2(RingLoop self, protocol_factory, conn, extra,
                               sslcontext=None, server=None,
                               ssl_handshake_timeout=constants.SSL_HANDSHAKE_TIMEOUT,
                               ssl_shutdown_timeout=constants.SSL_SHUTDOWN_TIMEOUT,
-                              listener=None):
+                              listener=None, context=None):
     protocol = None
     transport = None
     try:
@@ -289,7 +301,8 @@ async def _accept_connection2(RingLoop self, protocol_factory, conn, extra,
             conn, protocol, sslcontext, waiter=waiter, server_side=True,
             extra=extra, server=server,
             ssl_handshake_timeout=ssl_handshake_timeout,
-            ssl_shutdown_timeout=ssl_shutdown_timeout, listener=listener)
+            ssl_shutdown_timeout=ssl_shutdown_timeout, listener=listener,
+            context=context)
         try:
             await waiter
         except BaseException:
@@ -299,12 +312,12 @@ async def _accept_connection2(RingLoop self, protocol_factory, conn, extra,
         raise
     except BaseException as exc:
         if self._debug:
-            context = {
+            report = {
                 'message': 'Error on transport creation for incoming connection',
                 'exception': exc,
             }
             if protocol is not None:
-                context['protocol'] = protocol
+                report['protocol'] = protocol
             if transport is not None:
-                context['transport'] = transport
-            self.call_exception_handler(context)
+                report['transport'] = transport
+            self.call_exception_handler(report)

@@ -1186,7 +1186,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
                                           object waiter, object extra, object server,
                                           object server_sock=None, int family=-1,
                                           int type=-1, tuple names=None,
-                                          int fd=-1, int proto=-1):
+                                          int fd=-1, int proto=-1, object context=None):
     """A transport for sock.  A server's accept path passes what it knows
     already: the family, type and protocol of its listening socket, the
     fd and the names (sockname, peername); otherwise they are asked of the
@@ -1208,7 +1208,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.set_limits(None, None)
     tr.take_protocol(protocol)
     tr.zc = new_policy(loop, sock, server_sock)
-    tr.context = PyContext_CopyCurrent()
+    tr.context = context if context is not None else PyContext_CopyCurrent()
     reads = BufferedReader if tr.buffered_protocol else RingReader
     if (server_sock is not None and zerocopy_settings_given
             and server_sock in _receive_settings):
