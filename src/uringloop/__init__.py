@@ -19,6 +19,7 @@ from types import FrameType as _FrameType
 from typing import Any as _Any, TypeVar as _TypeVar
 
 from .core import Loop, RegisteredBuffer, RingUnavailableError, ZeroCopyReceive, features
+from .core import shortcuts
 from .core import (SOL_URINGLOOP, SO_ZEROCOPY, ZC_ALWAYS, ZC_AUTO, ZC_MODE,
                    RefillQueue, ZeroCopyPiece, zcrx_offset, zcrx_split,
                    ZC_NEVER, ZC_THRESHOLD, ZeroCopyFuture, ZeroCopyResult, set_zerocopy)
@@ -35,7 +36,7 @@ __all__ = ("run", "new_event_loop", "loop_factory", "install", "EventLoopPolicy"
            "ZC_MODE", "ZC_THRESHOLD", "ZC_AUTO", "ZC_ALWAYS", "ZC_NEVER",
            "ZeroCopyResult", "ZeroCopyFuture", "set_zerocopy", "RegisteredBuffer", "ZeroCopyReceive",
            "ZeroCopyPiece", "RefillQueue", "zcrx_offset", "zcrx_split",
-           "StreamTransport", "DatagramTransport", "AsyncFile", "AsyncTextFile")
+           "StreamTransport", "DatagramTransport", "AsyncFile", "AsyncTextFile", "shortcuts")
 __version__ = "0.1.0.dev0"
 
 _fallback_warned = False

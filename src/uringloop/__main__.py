@@ -100,6 +100,7 @@ def gather():
     facts["ring_entries"] = probe["ring_entries"]
     facts["zerocopy_send"] = bool(probe["opcodes"].get("SEND_ZC"))
     facts["zerocopy_receive"] = bool(probe["opcodes"].get("RECV_ZC"))
+    facts["shortcuts"] = uringloop.shortcuts()
     facts["causes"] = causes(facts)
     if facts["usable"]:
         facts["verdict"] = "io_uring"
@@ -228,6 +229,10 @@ def report(facts):
                f" (kernel side; CAP_NET_ADMIN {yes(facts['capabilities']['CAP_NET_ADMIN'])}, "
                "and a NIC queue with header split and flow steering)"),
         ]
+    on = [name for name, why in facts["shortcuts"].items() if why == "on"]
+    off = {why for why in facts["shortcuts"].values() if why != "on"}
+    lines.append(f"CPython shortcuts         {' '.join(on) or 'none'}"
+                 + (f" ({'; '.join(sorted(off))})" if off else ""))
     if facts["causes"]:
         lines += ["", "why / what to do:"]
         lines += [f"  - {cause}" for cause in facts["causes"]]

@@ -16,7 +16,7 @@ __all__ = (
     'ZeroCopyFuture', 'RegisteredBuffer', 'ZeroCopyReceive', 'ZeroCopyPiece', 'RefillQueue',
     'zcrx_offset', 'zcrx_split', 'AsyncioStreamTransport', 'AsyncioDatagramTransport',
     'SOL_URINGLOOP', 'SO_ZEROCOPY', 'ZC_MODE', 'ZC_THRESHOLD', 'ZC_AUTO',
-    'ZC_ALWAYS', 'ZC_NEVER',
+    'ZC_ALWAYS', 'ZC_NEVER', 'shortcuts',
 )
 
 SOL_URINGLOOP: int
@@ -56,6 +56,9 @@ class ZeroCopyFuture:
 
 
 def features() -> dict[str, Any]: ...
+
+
+def shortcuts() -> dict[str, str]: ...
 
 
 def set_zerocopy(sock: socket.socket, *, mode: int | None = None,

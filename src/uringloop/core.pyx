@@ -75,7 +75,7 @@ __all__ = (
     'RegisteredBuffer', 'ZeroCopyReceive', 'ZeroCopyPiece', 'RefillQueue',
     'zcrx_offset', 'zcrx_split', 'AsyncioStreamTransport', 'AsyncioDatagramTransport',
     'SOL_URINGLOOP', 'SO_ZEROCOPY', 'ZC_MODE', 'ZC_THRESHOLD', 'ZC_AUTO',
-    'ZC_ALWAYS', 'ZC_NEVER',
+    'ZC_ALWAYS', 'ZC_NEVER', 'shortcuts',
 )
 
 import asyncio
@@ -217,6 +217,7 @@ cdef extern from "read_bytes.h":
     void ul_bytes_done(ul_spare_bytes *sp, object b, Py_ssize_t room)
     void ul_bytes_sent(ul_spare_bytes *sp, object b)
     void ul_spare_clear(ul_spare_bytes *sp)
+    int ul_rb_shortcut      # 0: no spares, no shrink in place (shortcuts.pyx)
 
 cdef extern from *:
     """
@@ -455,6 +456,10 @@ cdef inline int enter_context(object context) except -1:
     return -1
 
 
+include "shortcuts.pyx"
+ul_rb_shortcut = SC_SPARE_BYTES
+
+
 cdef Py_ssize_t H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT
 cdef bint fast_handles = False
 HANDLE_INIT = Handle.__init__
@@ -512,6 +517,8 @@ cdef setup_fast_handles():
     names = ('_callback', '_args', '_cancelled', '_loop', '_source_traceback', '_repr',
              '_context')
     offsets = []
+    if not SC_HANDLE_SLOTS:
+        return
     if set(getattr(Handle, '__slots__', ())) != set(names) | {'__weakref__'}:
         return
     for name in names:
@@ -565,7 +572,7 @@ cdef inline bint queued(object queue) except -1:
     """bool(queue) for the loop's _ready deque and _scheduled list, read
     from their size (both keep their length in ob_size) rather than
     through PyObject_IsTrue: three tests an iteration."""
-    if type(queue) is DEQUE or type(queue) is list:
+    if SC_READY_QUEUE and (type(queue) is DEQUE or type(queue) is list):
         return Py_SIZE(queue) != 0
     return bool(queue)
 
@@ -689,8 +696,11 @@ cdef class RingLoop:
         self.wakeup_fd = -1
         cdef unsigned sq_entries, cq_entries
         self.time_overridden = getattr(type(self), 'time') is not RingLoop.time
-        self.own_futures = getattr(type(self), 'create_future', None) is RingLoop.create_future
-        self.own_call_soon = getattr(type(self), 'call_soon') is RingLoop.call_soon
+        check_shortcut_setting()
+        self.own_futures = (SC_LOOP_SNAPSHOT and
+                            getattr(type(self), 'create_future', None) is RingLoop.create_future)
+        self.own_call_soon = (SC_LOOP_SNAPSHOT and
+                              getattr(type(self), 'call_soon') is RingLoop.call_soon)
         UL_COUNT(UL_LIVE_LOOPS, 1)
         self.counts = ul_loop_counts_new()
         if self.counts == NULL:
@@ -1187,6 +1197,8 @@ cdef class RingLoop:
         or in a class above RingLoop replaces it."""
         cdef PyObject **dictptr
         cdef PyTypeVersion *t = <PyTypeVersion *>Py_TYPE(self)
+        if not SC_RUN_ONCE_TAG:
+            return False        # one iteration per _run_once() call
         if not (self.run_once_tag != 0 and t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG
                 and t.tp_version_tag == self.run_once_tag):
             # the class (or one above it) changed since the last lookup:
@@ -1269,7 +1281,7 @@ cdef class RingLoop:
     @cython.final
     cdef int run_ready(self) except -1:
         cdef object ready = self._ready
-        cdef bint is_deque = type(ready) is DEQUE
+        cdef bint is_deque = SC_READY_QUEUE and type(ready) is DEQUE
         cdef Py_ssize_t i, ntodo = Py_SIZE(ready) if is_deque else len(ready)
         cdef double t0, dt
         for i in range(ntodo):

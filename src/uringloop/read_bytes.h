@@ -36,13 +36,17 @@
  * time, once per read).  Else _PyBytes_Resize(), which may move it. */
 #define UL_SHRINK_IN_PLACE 256
 
+/* The spare_bytes shortcut (shortcuts.pyx): 0 keeps no spares and shrinks
+ * with _PyBytes_Resize() alone. */
+static int ul_rb_shortcut = 1;
+
 /* Shrink b, made with size bytes (its block holds that many), new and
  * referred to by the caller alone, to its first n. */
 static int ul_shrink_bytes(PyObject **b, Py_ssize_t n, Py_ssize_t size)
 {
     if (n >= size)
         return 0;
-    if (size - n < UL_SHRINK_IN_PLACE) {
+    if (ul_rb_shortcut && size - n < UL_SHRINK_IN_PLACE) {
         Py_SET_SIZE(*b, n);
         PyBytes_AS_STRING(*b)[n] = 0;
         return 0;
@@ -124,7 +128,7 @@ static inline int ul_fit_bytes(PyObject **b, Py_ssize_t n, Py_ssize_t *room)
 {
     if (ul_shrink_bytes(b, n, *room) < 0)
         return -1;
-    if (*room - n >= UL_SHRINK_IN_PLACE)
+    if (n < *room && (!ul_rb_shortcut || *room - n >= UL_SHRINK_IN_PLACE))
         *room = n;                  /* resized, not set in place */
     return 0;
 }
@@ -137,7 +141,8 @@ static inline int ul_fit_bytes(PyObject **b, Py_ssize_t n, Py_ssize_t *room)
 static inline void ul_bytes_done(ul_spare_bytes *sp, PyObject *b, Py_ssize_t room)
 {
 #ifndef Py_GIL_DISABLED
-    if (Py_REFCNT(b) != 1 || !PyBytes_CheckExact(b) || room > UL_SPARE_BYTES)
+    if (!ul_rb_shortcut || Py_REFCNT(b) != 1 || !PyBytes_CheckExact(b)
+            || room > UL_SPARE_BYTES)
         return;
     while (sp->count == UL_SPARES || sp->total + room > UL_SPARE_BYTES)
         Py_DECREF(ul_spare_take(sp, 0));

@@ -148,7 +148,7 @@ cdef object new_socket_object(int family, int type, int proto, int fd):
     a system call (sock.type leaves it out); without it the timeout was
     socket.getdefaulttimeout()."""
     type |= SOCK_NONBLOCK
-    if not socket_class_as_is('__init__', socket_init):
+    if not SC_SOCKET_OBJECTS or not socket_class_as_is('__init__', socket_init):
         return socket.socket(family, type, proto, fileno=fd)
     return ul_socket_new(<PyTypeObject *>SocketClass, <PyTypeObject *>C_SOCKET_CLASS,
                          (family, type, proto, fd), SOCKET_IO_REFS, SOCKET_CLOSED)
@@ -156,7 +156,8 @@ cdef object new_socket_object(int family, int type, int proto, int fd):
 
 cdef int close_socket_object(object sock) except -1:
     """sock.close()."""
-    if type(sock) is not SocketClass or not socket_class_as_is('close', socket_close):
+    if (not SC_SOCKET_OBJECTS or type(sock) is not SocketClass
+            or not socket_class_as_is('close', socket_close)):
         sock.close()
     elif ul_socket_closing(sock, SOCKET_IO_REFS, SOCKET_CLOSED):
         c_socket_close(sock)
@@ -572,7 +573,8 @@ cdef object look_up_method(MethodCheck *check, object obj, str name):
     check.type = <size_t>tp if tag != 0 else 0
     check.name = <PyObject *>name
     check.tag = tag
-    check.kind = ul_mc_kind(tp) if ul_mc_is_method(descr) else UL_MC_LOOKUP
+    check.kind = (ul_mc_kind(tp) if SC_KEPT_METHODS and ul_mc_is_method(descr)
+                  else UL_MC_LOOKUP)
     if check.kind == UL_MC_LOOKUP:
         return None
     if check.kind == UL_MC_VALUES:
