@@ -169,8 +169,8 @@ cdef class RingLoop:
     @cython.final
     cdef int run_ready(self) except -1
     @cython.final
-    cdef object soon(self, object callback, tuple args)
-    cdef int soon_made(self, object transport, object protocol) except -1
+    cdef object soon(self, object callback, tuple args, object context=*)
+    cdef int soon_made(self, object transport, object protocol, object context=*) except -1
     @cython.final
     cdef object ready_handle(self, type kind, object callback, tuple args, object context)
     cdef close_ring_now(self)

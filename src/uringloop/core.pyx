@@ -83,6 +83,7 @@ import collections
 import contextvars
 import errno as _errno
 import heapq
+import inspect
 import os
 import _socket
 import socket
@@ -93,7 +94,7 @@ import types
 import warnings
 
 import weakref
-from asyncio import unix_events
+from asyncio import selector_events, unix_events
 from asyncio import (base_events, constants, events, exceptions, futures,
                      format_helpers, protocols, sslproto, tasks, transports, trsock)
 from asyncio.log import logger
@@ -1115,24 +1116,25 @@ cdef class RingLoop:
         return monotonic()
 
     @cython.final
-    cdef object soon(self, object callback, tuple args):
-        """call_soon(callback, *args) for the transports' own callbacks
-        (connection_made, connection_lost, reading started), without the
-        Python-level call of the method; a subclass's call_soon() and the
-        debug mode's checks are still called."""
+    cdef object soon(self, object callback, tuple args, object context=None):
+        """call_soon(callback, *args, context=context) for the transports'
+        own callbacks (connection_made, connection_lost, reading started),
+        without the Python-level call of the method; a subclass's
+        call_soon() and the debug mode's checks are still called."""
         if self._debug or not self.own_call_soon:
-            return self.call_soon(callback, *args)
-        return self.ready_handle(Handle, callback, args, None)
+            return self.call_soon(callback, *args, context=context)
+        return self.ready_handle(Handle, callback, args, context)
 
-    cdef int soon_made(self, object transport, object protocol) except -1:
+    cdef int soon_made(self, object transport, object protocol,
+                       object context=None) except -1:
         """soon() of a new transport's protocol.connection_made(transport),
         then of its _start_reading_cb(): one ReadingHandle where soon()
         makes the handles itself."""
         if self._debug or not self.own_call_soon:
-            self.call_soon(protocol.connection_made, transport)
-            self.call_soon(transport._start_reading_cb)
+            self.call_soon(protocol.connection_made, transport, context=context)
+            self.call_soon(transport._start_reading_cb, context=context)
         else:
-            self.ready_handle(ReadingHandle, protocol.connection_made, (transport,), None)
+            self.ready_handle(ReadingHandle, protocol.connection_made, (transport,), context)
         return 0
 
     @cython.final

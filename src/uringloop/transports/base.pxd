@@ -42,6 +42,9 @@ cdef class BaseTransport:
     cdef MethodCheck read_method_check  # and when it still is (base.pyx)
     cdef object context              # copy of the context it was made in:
                                      # protocol callbacks run in it
+    cdef bint shared_context         # connection_made()/connection_lost()
+                                     # run in `context` itself (3.15's socket
+                                     # transports), not in a copy of their own
     cdef dict extra
     cdef object server
     cdef bint closing

@@ -8,6 +8,20 @@
 # _attach(transport) / _detach(transport) instead of a bare count.
 cdef bint SERVER_KNOWS_TRANSPORTS = sys.version_info >= (3, 13)
 
+# CPython 3.15's socket transports keep one context (the one the loop gives
+# them) and schedule connection_made(), their reads and connection_lost()
+# all in it; before, connection_made() and connection_lost() each ran in a
+# copy of the context current when they were scheduled.  Asked of the
+# stdlib itself, so a backport is followed too.
+cdef bint STDLIB_TRANSPORT_CONTEXT = (
+    'context' in inspect.signature(selector_events._SelectorTransport.__init__).parameters)
+
+
+cdef inline object handle_context(BaseTransport tr):
+    """The context a transport's connection_made()/connection_lost() handle
+    runs in: None for a copy of the current one, as before 3.15."""
+    return tr.context if tr.shared_context else None
+
 # Before 3.13 _attach() and _detach() only count (two Python frames per
 # connection): for the stdlib's Server, as it is, the loop counts itself,
 # and calls them where they do more (the last connection of a closed
@@ -368,7 +382,7 @@ cdef class BaseTransport:
         self.closing = True
         self.stop_io()
         self.conn_lost += 1
-        self.loop.soon(call_connection_lost, (self, None))
+        self.loop.soon(call_connection_lost, (self, None), handle_context(self))
 
     def abort(self):
         """Close at once; buffered data is lost."""
@@ -398,7 +412,7 @@ cdef class BaseTransport:
         self.closing = True
         self.stop_io()
         self.conn_lost += 1
-        self.loop.soon(call_connection_lost, (self, exc))
+        self.loop.soon(call_connection_lost, (self, exc), handle_context(self))
         return 0
 
     def _call_connection_lost(self, exc):

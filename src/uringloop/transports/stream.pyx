@@ -125,6 +125,29 @@ cdef Py_ssize_t SEND_BATCH_BYTES = 128 * 1024
 # The stdlib's writelines() joins the items on 3.11 and makes a memoryview
 # of each from 3.12 on: the TypeError of a bad item is the one it raises.
 cdef bint STDLIB_JOINS_WRITELINES = sys.version_info < (3, 12)
+# 3.14 on, it skips the items that are false (an empty chunk is never
+# drained, gh-155888); 3.15 queues each item as it goes, so the items
+# before a bad one are sent.
+cdef bint STDLIB_WRITELINES_SKIPS_EMPTY = sys.version_info >= (3, 14)
+cdef bint STDLIB_WRITELINES_IN_TURN = sys.version_info >= (3, 15)
+
+def _write_type_error():
+    """What the selector loop's stream write() says of a non-bytes-like
+    argument, up to ', not <type>': 'a bytes-like object' before 3.14,
+    'a bytes, bytearray, or memoryview object' since (its first check,
+    made before it touches the transport)."""
+    cls = selector_events._SelectorSocketTransport
+    try:
+        cls.write(cls.__new__(cls), '')
+    except TypeError as exc:
+        head, sep, _ = str(exc).rpartition(', not ')
+        if sep:
+            return head
+    except Exception:
+        pass
+    return 'data argument must be a bytes-like object'
+
+cdef str WRITE_TYPE_ERROR = _write_type_error()
 
 # The moves between read states (stream.pxd) that set_read_state() allows:
 # for each state, a bit per state it may go to.  docs/design.md has the
@@ -651,8 +674,7 @@ cdef class StreamTransport(BaseTransport):
         non-bytes-like object, RuntimeError after write_eof()."""
         if type(data) is not bytes:
             if not isinstance(data, (bytes, bytearray, memoryview)):
-                raise TypeError(f'data argument must be a bytes-like object, '
-                                f'not {type(data).__name__!r}')
+                raise TypeError(f'{WRITE_TYPE_ERROR}, not {type(data).__name__!r}')
         if self.eof_written:
             raise RuntimeError('Cannot call write() after write_eof()')
         if self.empty_waiter is not None:
@@ -699,10 +721,26 @@ cdef class StreamTransport(BaseTransport):
 
     def writelines(self, list_of_data):
         """Queue each buffer of the iterable; they leave in one SENDMSG.
-        All or nothing, as on the stdlib loop: an item that is not
-        bytes-like raises the stdlib's TypeError before any item is
-        queued; any object with the buffer interface is taken."""
-        items = list(list_of_data)
+        Before 3.15 all or nothing, as on the stdlib loop: an item that is
+        not bytes-like raises the stdlib's TypeError before any item is
+        queued; from 3.15 the items before it are queued.  Any object
+        with the buffer interface is taken."""
+        if not STDLIB_JOINS_WRITELINES:
+            # (3.11's writelines() is write() of the joined items)
+            if self.eof_written:
+                raise RuntimeError('Cannot call writelines() after write_eof()')
+            if self.empty_waiter is not None:
+                raise RuntimeError('unable to writelines; sendfile is in progress')
+        if STDLIB_WRITELINES_IN_TURN:
+            for data in list_of_data:
+                if data:
+                    self.write(data if isinstance(data, (bytes, bytearray, memoryview))
+                               else memoryview(data))
+            return
+        if STDLIB_WRITELINES_SKIPS_EMPTY:
+            items = [data for data in list_of_data if data]
+        else:
+            items = list(list_of_data)
         for i in range(len(items)):
             data = items[i]
             if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -833,7 +871,7 @@ cdef class StreamTransport(BaseTransport):
         if self.closing:
             if not self.conn_lost:
                 self.conn_lost += 1
-                self.loop.soon(call_connection_lost, (self, None))
+                self.loop.soon(call_connection_lost, (self, None), handle_context(self))
         elif self.eof_written:
             self.sock.shutdown(socket.SHUT_WR)
         return 0
@@ -934,7 +972,7 @@ cdef class StreamTransport(BaseTransport):
         self.maybe_resume_protocol()
         if not queue_len(self.write_queue) and self.send_state == SEND_IDLE:
             self.conn_lost += 1
-            self.loop.soon(call_connection_lost, (self, None))
+            self.loop.soon(call_connection_lost, (self, None), handle_context(self))
 
     cdef int force_close(self, object exc) except -1:
         cdef object send_error = None
@@ -1209,6 +1247,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.take_protocol(protocol)
     tr.zc = new_policy(loop, sock, server_sock)
     tr.context = context if context is not None else PyContext_CopyCurrent()
+    tr.shared_context = STDLIB_TRANSPORT_CONTEXT
     reads = BufferedReader if tr.buffered_protocol else RingReader
     if (server_sock is not None and zerocopy_settings_given
             and server_sock in _receive_settings):
@@ -1228,7 +1267,7 @@ cdef StreamTransport new_stream_transport(RingLoop loop, object sock, object pro
     tr.register()
     if server is not None:
         attach_to_server(server, tr)
-    loop.soon_made(tr, protocol)
+    loop.soon_made(tr, protocol, handle_context(tr))
     if waiter is not None:
         loop.soon(futures._set_result_unless_cancelled, (waiter, None))
     return tr
