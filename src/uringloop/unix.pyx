@@ -69,14 +69,14 @@ async def create_unix_connection(self, protocol_factory, path=None, *,
         ssl_shutdown_timeout=ssl_shutdown_timeout)
 
 
-async def create_unix_server(self, protocol_factory, path=None, *,
-                             sock=None, backlog=100, ssl=None,
-                             ssl_handshake_timeout=None,
-                             ssl_shutdown_timeout=None,
-                             start_serving=True):
+async def _create_unix_server(self, protocol_factory, path, sock, backlog, ssl,
+                              ssl_handshake_timeout, ssl_shutdown_timeout,
+                              start_serving, cleanup_socket):
     """Serve on a Unix stream socket bound to path (a stale socket file
     there is replaced; a path starting with NUL is abstract) or on
-    sock.  Returns an asyncio Server."""
+    sock.  Returns an asyncio Server.  With cleanup_socket (3.13 on),
+    closing the server removes the socket's file, if it is still the
+    one it bound."""
     if isinstance(ssl, bool):
         raise TypeError('ssl argument must be an SSLContext or None')
     if not ssl:
@@ -104,6 +104,13 @@ async def create_unix_server(self, protocol_factory, path=None, *,
         if sock is None:
             raise ValueError('path was not specified, and no sock specified')
         _check_unix_stream_socket(sock)
+    if cleanup_socket:
+        name = sock.getsockname()
+        if name and name[0] not in (0, '\x00'):       # not abstract
+            try:
+                unix_server_sockets(self)[sock] = os.stat(name).st_ino
+            except FileNotFoundError:
+                pass
     sock.setblocking(False)
     server = base_events.Server(self, [sock], protocol_factory, ssl, backlog,
                                 ssl_handshake_timeout, ssl_shutdown_timeout)
@@ -111,3 +118,49 @@ async def create_unix_server(self, protocol_factory, path=None, *,
         server._start_serving()
         await asyncio.sleep(0)
     return server
+
+
+cdef dict unix_server_sockets(loop):
+    """The loop's {listening socket: inode of its file} to remove when
+    the server stops (create_unix_server's cleanup_socket)."""
+    sockets = loop.__dict__.get('_unix_server_sockets')
+    if sockets is None:
+        sockets = loop.__dict__['_unix_server_sockets'] = {}
+    return sockets
+
+
+cdef int unlink_unix_server_socket(object loop, object sock, object path) except -1:
+    """After sock stopped serving: remove its file if it is still the one
+    it bound (the stdlib's _stop_serving on 3.13 on)."""
+    inode = unix_server_sockets(loop).pop(sock)
+    try:
+        if os.stat(path).st_ino == inode:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        logger.error('Unable to clean up listening UNIX socket %r: %r', path, err)
+    return 0
+
+
+# the stdlib's signature on each version: cleanup_socket came with 3.13
+if sys.version_info >= (3, 13):
+    async def create_unix_server(self, protocol_factory, path=None, *,
+                                 sock=None, backlog=100, ssl=None,
+                                 ssl_handshake_timeout=None,
+                                 ssl_shutdown_timeout=None,
+                                 start_serving=True, cleanup_socket=True):
+        """Serve on a Unix stream socket (see _create_unix_server)."""
+        return await _create_unix_server(
+            self, protocol_factory, path, sock, backlog, ssl, ssl_handshake_timeout,
+            ssl_shutdown_timeout, start_serving, cleanup_socket)
+else:
+    async def create_unix_server(self, protocol_factory, path=None, *,
+                                 sock=None, backlog=100, ssl=None,
+                                 ssl_handshake_timeout=None,
+                                 ssl_shutdown_timeout=None,
+                                 start_serving=True):
+        """Serve on a Unix stream socket (see _create_unix_server)."""
+        return await _create_unix_server(
+            self, protocol_factory, path, sock, backlog, ssl, ssl_handshake_timeout,
+            ssl_shutdown_timeout, start_serving, False)

@@ -278,13 +278,27 @@ def _start_serving(RingLoop self, protocol_factory, sock, sslcontext=None,
 
 
 def _stop_serving(RingLoop self, sock):
-    """Stop accepting on sock and close it now (ServerAccept.stop)."""
+    """Stop accepting on sock and close it now (ServerAccept.stop); a Unix
+    socket's file goes too where create_unix_server() was asked
+    (cleanup_socket)."""
+    path = None
+    if sock in self.__dict__.get('_unix_server_sockets', ()):
+        path = sock.getsockname()
+    try:
+        stop_serving(self, sock)
+    finally:
+        if path is not None:
+            unlink_unix_server_socket(self, sock, path)
+
+
+cdef int stop_serving(RingLoop self, object sock) except -1:
     cdef ServerAccept op = self.accepting.pop(sock.fileno(), None)
     if op is None:
         self.remove_reader(sock)
         sock.close()
-        return
+        return 0
     op.stop()
+    return 0
 
 
 async def _accept_connection2(RingLoop self, protocol_factory, conn, extra,
