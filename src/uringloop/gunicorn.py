@@ -31,6 +31,7 @@ not).  Each class is made when first asked for, so one does not need the
 other's framework.
 """
 import asyncio
+import inspect
 
 import uringloop
 
@@ -58,7 +59,7 @@ def _web_worker() -> type:
             # this one calls a plain factory too, on the running loop.
             target: object = getattr(self, "wsgi")   # (gunicorn is untyped)
             if (not isinstance(target, Application) and callable(target)
-                    and not asyncio.iscoroutinefunction(target)):
+                    and not inspect.iscoroutinefunction(target)):
                 async def make_app() -> object:
                     app = target()
                     if asyncio.iscoroutine(app):

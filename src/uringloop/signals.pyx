@@ -53,13 +53,19 @@ def _ensure_signal_socket(self):
     self._signal_op = op
 
 
+# the stdlib's own test of a coroutine function: 3.14 deprecates the public
+# asyncio.iscoroutinefunction() and calls its private twin, which warns not
+cdef object is_coroutine_function = getattr(
+    asyncio.coroutines, '_iscoroutinefunction', asyncio.coroutines.iscoroutinefunction)
+
+
 def add_signal_handler(self, sig, callback, *args):
     """Call callback(*args) from the loop when signal sig arrives.
 
     Raises RuntimeError when sig cannot be caught or the loop does not
     run in the main thread, ValueError for an invalid signal, TypeError
     for a coroutine callback."""
-    if asyncio.iscoroutine(callback) or asyncio.iscoroutinefunction(callback):
+    if asyncio.iscoroutine(callback) or is_coroutine_function(callback):
         raise TypeError("coroutines cannot be used with add_signal_handler()")
     self._check_signal(sig)
     self._check_closed()
