@@ -57,6 +57,15 @@ __all__ = ['open', 'stat', 'AsyncFile', 'AsyncTextFile']
 
 _MAX_IO = 0x7ffff000          # the most one read(2)/write(2) moves
 _DEFAULT_BUFFER = io.DEFAULT_BUFFER_SIZE
+
+
+def _buffer_size(blksize: int) -> int:
+    """The builtin open()'s buffer for buffering=-1: the file's st_blksize
+    (before 3.14), or that within [io.DEFAULT_BUFFER_SIZE, 8 MiB] (3.14 on,
+    whose default is 128 KiB)."""
+    if sys.version_info >= (3, 14):
+        return max(min(blksize, 8192 * 1024), _DEFAULT_BUFFER)
+    return blksize if blksize > 1 else _DEFAULT_BUFFER
 _NEWLINES = (None, '', '\n', '\r', '\r\n')
 # (3.12 on: a buffered file's read(None) where it cannot read is a
 # TypeError of its argument before the UnsupportedOperation)
@@ -286,8 +295,10 @@ def _text_encoding(encoding):
                     else locale.getpreferredencoding(False))
     info = codecs.lookup(encoding)
     if not getattr(info, '_is_text_encoding', True):
-        raise LookupError(f"{encoding!r} is not a text encoding; "
-                          f"use codecs.open() to handle arbitrary codecs")
+        # (3.14 dropped the advice: codecs.open() is deprecated there)
+        raise LookupError(f"{encoding!r} is not a text encoding" +
+                          ("; use codecs.open() to handle arbitrary codecs"
+                           if sys.version_info < (3, 14) else ""))
     return encoding
 
 
@@ -407,7 +418,7 @@ async def _wrap(requests, fd, name, flags, mode, buffering, encoding, errors,
     tty = _stat.S_ISCHR(st.st_mode) and os.isatty(fd)
     line_buffering = buffering == 1 or (buffering < 0 and tty)
     if buffering < 0 or (binary and buffering == 1):
-        buffering = st.st_blksize if st.st_blksize > 1 else _DEFAULT_BUFFER
+        buffering = _buffer_size(st.st_blksize)
     seekable = _seekable(fd, st)
     appending = bool(flags & os.O_APPEND)
     position = 0

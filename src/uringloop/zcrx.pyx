@@ -287,15 +287,12 @@ cdef class ZeroCopyReceive:
             except RuntimeError as exc:
                 self.reason = str(exc)
             except OSError as exc:
-                if exc.errno is None:           # if_nametoindex: no such device
-                    self.reason = f'{exc}: {self.interface!r}'
-                else:
-                    name = 'EOPNOTSUPP' if exc.errno == _errno.EOPNOTSUPP else \
-                        _errno.errorcode.get(exc.errno, str(exc.errno))
-                    self.reason = f'{name}: {exc.strerror}'
-                    hint = _ERRNO_HINTS.get(exc.errno)
-                    if hint:
-                        self.reason += f'; {hint}'
+                name = 'EOPNOTSUPP' if exc.errno == _errno.EOPNOTSUPP else \
+                    _errno.errorcode.get(exc.errno, str(exc.errno))
+                self.reason = f'{name}: {exc.strerror}'
+                hint = _ERRNO_HINTS.get(exc.errno)
+                if hint:
+                    self.reason += f'; {hint}'
             if self.reason is not None:
                 self.log_off()
         return self.registered
@@ -336,7 +333,11 @@ cdef class ZeroCopyReceive:
         cdef ul_zcrx_area_reg area_reg
         cdef Py_buffer area_view, region_view
         cdef size_t region_size
-        ifindex = socket.if_nametoindex(self.interface)      # OSError: no device
+        try:
+            ifindex = socket.if_nametoindex(self.interface)
+        except OSError:
+            # (no errno before 3.14, ENODEV since: one reason for both)
+            raise RuntimeError(f'no interface with this name: {self.interface!r}') from None
         self.open_ring()
         try:
             # region: the kernel's head/tail header, then the entries
