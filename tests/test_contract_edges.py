@@ -6,6 +6,7 @@ test runs one scenario on uringloop and on asyncio.SelectorEventLoop
 import asyncio
 import gc
 import os
+import sys
 import socket
 import threading
 import time
@@ -130,6 +131,9 @@ def test_receives_that_timed_out_leave_the_bytes_for_plain_calls(any_loop):
     sock_recv with blocking calls, ssl.wrap_socket() or a thread given a
     dup() does: every one of 200 streams is whole on the stdlib loop, and
     must be here (a RECV in the ring kept what it took: 0 of 200)."""
+    if not isinstance(any_loop, uringloop.Loop) and sys.version_info >= (3, 14):
+        pytest.skip("the selector loop itself loses bytes here on 3.14 and 3.15 "
+                    "(streams come out short); 3.11's run is the reference")
     loop = any_loop
     payloads = [b"stream-%03d;" % i * 20 for i in range(200)]
 

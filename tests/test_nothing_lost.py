@@ -134,6 +134,9 @@ def test_wait_for_receives_lose_no_byte(any_loop):
     """The issue's measurement: streams read with wait_for(sock_recv) and
     short timeouts while data flows; every byte arrives, in order, on
     both loops."""
+    if not isinstance(any_loop, uringloop.Loop) and sys.version_info >= (3, 14):
+        pytest.skip("the selector loop itself loses bytes here on 3.14 and 3.15 "
+                    "(streams come out short); 3.11's run is the reference")
     loop = any_loop
     streams, chunks = 40, 30
 
@@ -387,15 +390,22 @@ def test_nan_timer_runs_at_once_as_in_the_stdlib(any_loop):
 
     async def main():
         loop.call_later(float("nan"), ran.append, "call_later")
-        await asyncio.sleep(float("nan"))
-        ran.append("sleep")
+        try:
+            await asyncio.sleep(float("nan"))
+        except ValueError:
+            ran.append("sleep refused")
+        else:
+            ran.append("sleep")
         await asyncio.sleep(0.01)
     guard = _guard(loop)
     try:
         loop.run_until_complete(main())
     finally:
         guard.cancel()
-    assert sorted(ran) == ["call_later", "sleep"]
+    # asyncio.sleep() refuses a NaN delay from 3.14 on; the loop's timer
+    # runs at once on every version
+    slept = "sleep refused" if sys.version_info >= (3, 14) else "sleep"
+    assert sorted(ran) == ["call_later", slept]
 
 
 def test_inf_timer_does_not_fire_and_does_not_block_others(any_loop):

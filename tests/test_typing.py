@@ -80,5 +80,8 @@ def test_mypy_catches_a_misuse(tmp_path):
 
 def test_the_stub_matches_the_compiled_module(tmp_path):
     r = mypy("mypy.stubtest", "uringloop.core",
-             "--allowlist", str(TYPING / "stubtest_allowlist.txt"), cwd=tmp_path)
+             "--allowlist", str(TYPING / "stubtest_allowlist.txt"),
+             # (some entries hold on some versions only: Cython gives 3.14's types
+             # __buffer__ of their own)
+             "--ignore-unused-allowlist", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
