@@ -1253,7 +1253,9 @@ cdef class RingLoop:
         if queued(self._ready) or self._stopping or held:
             timeout_ns = 0
         elif queued(scheduled):
-            timeout = scheduled[0]._when - self.clock()
+            # (in C doubles: no float object that may fail to be made, which
+            # left the iteration with a MemoryError meant for a read)
+            timeout = <double>scheduled[0]._when - self.clock()
             if not timeout > 0:
                 # (NaN too: call_later(nan) runs at once, as in the stdlib;
                 # cast to int64 it would be a wait without end)
