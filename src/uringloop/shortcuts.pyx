@@ -40,6 +40,8 @@
 # A free-threaded build needs more than a version check for most of these
 # (docs/design.md, "A free-threaded CPython").
 
+import sysconfig
+
 # (major, minor) versions each shortcut is verified on: the suite's runs
 VERIFIED = ((3, 11), (3, 12), (3, 13), (3, 14), (3, 15))
 
@@ -89,7 +91,7 @@ cdef int set_shortcuts() except -1:
         wanted, reason = set(), 'off: URINGLOOP_SHORTCUTS cannot be read'
     version = sys.version_info[:2]
     verified = version in VERIFIED
-    free_threaded = bool(sysconfig_get('Py_GIL_DISABLED'))
+    free_threaded = bool(sysconfig.get_config_var('Py_GIL_DISABLED'))
     for name in SHORTCUT_NAMES:
         if name not in wanted:
             shortcut_reasons[name] = reason
@@ -109,11 +111,6 @@ cdef int set_shortcuts() except -1:
     SC_RUN_ONCE_TAG = 'run_once_tag' in on
     SC_READY_QUEUE = 'ready_queue' in on
     return 0
-
-
-def sysconfig_get(name):
-    import sysconfig
-    return sysconfig.get_config_var(name)
 
 
 cdef int check_shortcut_setting() except -1:
