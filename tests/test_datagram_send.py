@@ -4,6 +4,7 @@ io_uring_enter, in order even when the socket buffer fills, and a chain in
 flight survives abort and close.  The order and delivery scenarios run on
 the selector loop too, which gives the same answer."""
 import asyncio
+import errno
 import socket
 import struct
 import sys
@@ -282,3 +283,85 @@ def test_zero_copy_results_hold_their_references(uloop):
         await proto.lost
         rx.close()
     uloop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+class ClosesOnError(Errors):
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def error_received(self, exc):
+        super().error_received(exc)
+        self.transport.close()
+
+
+@pytest.mark.parametrize("connected", [False, True], ids=["sendto", "connected"])
+@pytest.mark.parametrize("zerocopy", [False, True], ids=["plain", "zc-always"])
+def test_failing_datagrams_closed_from_error_received(any_loop, connected, zerocopy):
+    """Two oversized datagrams (EMSGSIZE) and error_received() closes the
+    transport: connection_lost() comes, after as many error_received()
+    calls as the selector loop makes: two from an unconnected transport,
+    whose datagrams still go out while it closes, one from a connected one
+    (CPython issue 156920's test), unless the second was queued.  In one chain the second link is
+    cancelled by the first's failure and its zero-copy notification still
+    follows, to an op that must still be alive."""
+    if zerocopy and not isinstance(any_loop, uringloop.Loop):
+        pytest.skip("zero-copy modes are uringloop's")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        rx.bind(("127.0.0.1", 0))
+        addr = rx.getsockname()
+        if connected:
+            # (with remote_addr: a transport given a connected sock= has no
+            # address of its own on the selector loop, and sends as if not)
+            tr, proto = await loop.create_datagram_endpoint(ClosesOnError, remote_addr=addr)
+        else:
+            tr, proto = await loop.create_datagram_endpoint(
+                ClosesOnError, local_addr=("127.0.0.1", 0))
+        if zerocopy:
+            zc_always(tr)
+        tr.sendto(bytes(70000), None if connected else addr)
+        tr.sendto(bytes(70000), None if connected else addr)
+        assert await proto.lost is None
+        rx.close()
+        return [e.errno for e in proto.errors]
+    errors = any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+    # a zero-copy datagram waits for the iteration's chain: both were
+    # queued before the first failed, and a closing transport sends its
+    # queue, as the selector loop sends its buffer
+    assert errors == [errno.EMSGSIZE] * (1 if connected and not zerocopy else 2)
+
+
+def test_cancelled_zero_copy_links_outlive_their_notifications(uloop):
+    """A chain of zero-copy sends whose head fails: every later link is
+    cancelled, each completing without IORING_CQE_F_MORE and then
+    notified; the datagrams behind the failure are sent again, in order,
+    and the loop closes with no request left in flight."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        rx.bind(("127.0.0.1", 0))
+        rx.setblocking(False)
+        tr, proto = await loop.create_datagram_endpoint(Errors, remote_addr=rx.getsockname())
+        zc_always(tr)
+        for round_ in range(20):
+            tr.sendto(bytes(70000))
+            for i in range(10):
+                tr.sendto(struct.pack("!II", round_, i) + bytes(20000))
+            await asyncio.sleep(0.01)
+        tr.close()
+        assert await proto.lost is None
+        got = []
+        while True:
+            try:
+                got.append(struct.unpack("!II", rx.recv(30000)[:8]))
+            except BlockingIOError:
+                break
+        rx.close()
+        return got, len(proto.errors), tr.get_extra_info("send_chains")
+    got, errors, chains = uloop.run_until_complete(asyncio.wait_for(main(), 30))
+    assert errors == 20
+    assert got == [(r, i) for r in range(20) for i in range(10)]
+    assert chains["links_sent_again"] >= 20 * 10

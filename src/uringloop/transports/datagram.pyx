@@ -93,7 +93,18 @@ cdef class DatagramSend(Operation):
             zc_notified(tr.zc, self.data, res)
             return tr.send_op_done(self)
         if self.zerocopy and not (flags & IORING_CQE_F_MORE):
-            zc_failed_early(tr.zc, self.data)
+            if res == -ECANCELED:
+                # A link cancelled because one before it failed completes
+                # without IORING_CQE_F_MORE, yet its notification still
+                # follows, with the same user_data (the kernel's
+                # io_req_tw_fail_links() sets no flags; the request's
+                # cleanup flushes the notification it made at prep).
+                # Count it in flight again, so that this op outlives that
+                # CQE (dropping it here let the notification land on freed
+                # memory: test_datagram_send.py, a failing zero-copy link).
+                self.loop.track(self, NULL)
+            else:
+                zc_failed_early(tr.zc, self.data)
         tr.link_completed(self, res)
         if not (flags & IORING_CQE_F_MORE):
             tr.send_op_done(self)
@@ -344,6 +355,14 @@ cdef class DatagramTransport(BaseTransport):
                 raise ValueError(f'Invalid address: must be None or {self.address}')
             addr = None
         if self.conn_lost:
+            if self.address is None and not self.lost_reported:
+                # the selector loop refuses only a connected transport's
+                # datagrams once closing; an unconnected one's still go out
+                # (or fail to error_received) until connection_lost(); one
+                # the full socket refuses is dropped, as there it waits in
+                # a buffer that connection_lost() discards
+                self.send_now(<bytes>data, addr)
+                return
             if self.conn_lost >= constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES:
                 logger.warning('socket.send() raised exception.')
             self.conn_lost += 1
