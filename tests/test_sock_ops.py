@@ -405,3 +405,62 @@ def test_cancelled_recvfrom_keeps_the_datagram(any_loop):
                 assert got == (b"dgram %d" % i, a.getsockname())
 
     any_loop.run_until_complete(asyncio.wait_for(main(), 30))
+
+
+class Swappable(socket.socket):
+    """A socket whose methods a test replaces on the instance (a socket
+    subclass has an instance dict; Mock(sock) does the same in CPython's
+    test_sendto_blocking)."""
+
+
+@pytest.mark.parametrize("method", ["recv", "recv_into", "recvfrom", "sendto", "accept"])
+def test_a_retry_calls_the_method_the_socket_has_now(any_loop, method):
+    """A sock_* call that met BlockingIOError tries again with the socket's
+    method as it is then, looked up anew, as the selector loop does: here
+    the first one always refuses and a callback puts the real one back."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        kind = socket.SOCK_STREAM if method == "accept" else socket.SOCK_DGRAM
+        sock = Swappable(socket.AF_INET, kind)
+        sock.setblocking(False)
+        sock.bind(("127.0.0.1", 0))
+        peer = socket.socket(socket.AF_INET, kind)
+        if method == "accept":
+            sock.listen(1)
+            peer.connect(sock.getsockname())
+        else:
+            peer.bind(("127.0.0.1", 0))
+            peer.sendto(b"ping", sock.getsockname())
+        calls = []
+
+        def refuse(*args):
+            calls.append(args)
+            raise BlockingIOError
+        setattr(sock, method, refuse)
+        loop.call_soon(delattr, sock, method)
+        try:
+            if method == "recv":
+                result = await loop.sock_recv(sock, 100)
+            elif method == "recv_into":
+                buf = bytearray(100)
+                result = bytes(buf[:await loop.sock_recv_into(sock, buf)])
+            elif method == "recvfrom":
+                result = (await loop.sock_recvfrom(sock, 100))[0]
+            elif method == "sendto":
+                # (a mock's family is no address family: the socket's
+                # sendto() itself is called, not the ring's)
+                sock.__class__ = type("NoFamily", (Swappable,), {"family": -1})
+                result = await loop.sock_sendto(sock, b"pong", peer.getsockname())
+                result = (result, peer.recv(10))
+            else:
+                conn, _ = await loop.sock_accept(sock)
+                result = conn.getpeername() == peer.getsockname()
+                conn.close()
+        finally:
+            sock.close()
+            peer.close()
+        return len(calls), result
+    calls, result = any_loop.run_until_complete(asyncio.wait_for(main(), 10))
+    assert calls == 1
+    assert result == {"recv": b"ping", "recv_into": b"ping", "recvfrom": b"ping",
+                      "sendto": (4, b"pong"), "accept": True}[method]

@@ -416,7 +416,7 @@ async def sock_recv(RingLoop self, sock, n):
     cdef Py_ssize_t size, res
     check_sock(self, sock)
     if type(sock) is not socket.socket:
-        return await call_when_ready(self, sock, POLLIN, sock.recv, n)
+        return await call_when_ready(self, sock, POLLIN, 'recv', n)
     # A plain socket: recv(2) from C, as socket.recv() would make it,
     # without raising BlockingIOError each time it would block.
     size = PyNumber_Index(n)
@@ -441,14 +441,14 @@ async def sock_recv_into(RingLoop self, sock, buf):
     """Receive into the writable buffer buf; return the byte count.
     Cancelling leaves the bytes in the socket."""
     check_sock(self, sock)
-    return await call_when_ready(self, sock, POLLIN, sock.recv_into, buf)
+    return await call_when_ready(self, sock, POLLIN, 'recv_into', buf)
 
 
 async def sock_recvfrom(RingLoop self, sock, bufsize):
     """Receive a datagram of up to bufsize bytes: (data, address).
     Cancelling leaves the datagram in the socket."""
     check_sock(self, sock)
-    return await call_when_ready(self, sock, POLLIN, sock.recvfrom, bufsize)
+    return await call_when_ready(self, sock, POLLIN, 'recvfrom', bufsize)
 
 
 async def sock_recvfrom_into(RingLoop self, sock, buf, nbytes=0):
@@ -457,7 +457,7 @@ async def sock_recvfrom_into(RingLoop self, sock, buf, nbytes=0):
     check_sock(self, sock)
     if not nbytes:
         nbytes = len(buf)
-    return await call_when_ready(self, sock, POLLIN, sock.recvfrom_into,
+    return await call_when_ready(self, sock, POLLIN, 'recvfrom_into',
                                             buf, nbytes)
 
 
@@ -465,7 +465,7 @@ async def sock_accept(RingLoop self, sock):
     """Accept a connection: (conn, address), conn non-blocking.
     Cancelling leaves the connection in the listening socket's queue."""
     check_sock(self, sock)
-    conn, address = await call_when_ready(self, sock, POLLIN, sock.accept)
+    conn, address = await call_when_ready(self, sock, POLLIN, 'accept')
     conn.setblocking(False)
     return conn, address
 
@@ -508,7 +508,7 @@ async def sock_sendto(RingLoop self, sock, data, address):
     cdef SendMsgOp op
     check_sock(self, sock)
     if sock.family not in ENCODED_FAMILIES:
-        return await call_when_ready(self, sock, POLLOUT, sock.sendto, data, address)
+        return await call_when_ready(self, sock, POLLOUT, 'sendto', data, address)
     op = SendMsgOp.__new__(SendMsgOp)
     try:
         op.addrlen = sockaddr_from_py(sock.family, address, &op.addr)
@@ -546,13 +546,16 @@ async def sock_connect(RingLoop self, sock, address):
         raise OSError(err, f'Connect call failed {address}')
 
 
-async def call_when_ready(RingLoop loop, sock, unsigned mask, call, *args):
-    """call(*args) -- the socket module's own -- now and again each time
-    sock is ready for mask, until it no longer raises BlockingIOError;
-    its result.  Waiting takes nothing from the socket."""
+async def call_when_ready(RingLoop loop, sock, unsigned mask, str name, *args):
+    """sock.<name>(*args) -- the socket's own method -- now and again each
+    time sock is ready for mask, until it no longer raises
+    BlockingIOError; its result.  The method is looked up for each try,
+    as the selector loop does: one replaced meanwhile is the one called
+    (CPython's test_sendto_blocking).  Waiting takes nothing from the
+    socket."""
     while True:
         try:
-            return call(*args)
+            return getattr(sock, name)(*args)
         except (BlockingIOError, InterruptedError):
             pass
         await wait_ready(loop, sock, mask)
