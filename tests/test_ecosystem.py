@@ -290,8 +290,11 @@ def reuseport_probe():
             subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
             made.append(name)
             subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-            subprocess.run(["ip", "netns", "exec", name, "sysctl", "-qw",
-                            f"net.ipv4.tcp_migrate_req={migrate}"], check=True)
+            # (the namespace's own setting, written without sysctl(8):
+            # procps is not everywhere, Debian's minimal chroot has none)
+            subprocess.run(["ip", "netns", "exec", name, sys.executable, "-c",
+                            "open('/proc/sys/net/ipv4/tcp_migrate_req', 'w')"
+                            f".write('{migrate}')"], check=True)
         out = subprocess.run(["ip", "netns", "exec", name, sys.executable, PROBE, scenario,
                               "8000", worker], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr[-2000:]

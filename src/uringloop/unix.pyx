@@ -32,6 +32,20 @@ def _remove_stale_unix_socket(path):
         logger.error('Unable to check or remove stale UNIX socket %r: %r', path, err)
 
 
+cdef object path_inode(object path):
+    """The inode of the file at path, or None when there is none: stat(2)
+    called directly, as _remove_stale_unix_socket() does (the stdlib's
+    os.stat would be flagged here)."""
+    cdef struct_stat st
+    cdef int code
+    if c_stat(os.fsencode(path), &st) == 0:
+        return st.st_ino
+    code = errno
+    if code == _errno.ENOENT:
+        return None
+    raise OSError(code, os.strerror(code), path)
+
+
 async def create_unix_connection(self, protocol_factory, path=None, *,
                                  ssl=None, sock=None, server_hostname=None,
                                  ssl_handshake_timeout=None,
@@ -107,10 +121,9 @@ async def _create_unix_server(self, protocol_factory, path, sock, backlog, ssl,
     if cleanup_socket:
         name = sock.getsockname()
         if name and name[0] not in (0, '\x00'):       # not abstract
-            try:
-                unix_server_sockets(self)[sock] = os.stat(name).st_ino
-            except FileNotFoundError:
-                pass
+            inode = path_inode(name)
+            if inode is not None:
+                unix_server_sockets(self)[sock] = inode
     sock.setblocking(False)
     server = base_events.Server(self, [sock], protocol_factory, ssl, backlog,
                                 ssl_handshake_timeout, ssl_shutdown_timeout)
@@ -134,10 +147,10 @@ cdef int unlink_unix_server_socket(object loop, object sock, object path) except
     it bound (the stdlib's _stop_serving on 3.13 on)."""
     inode = unix_server_sockets(loop).pop(sock)
     try:
-        if os.stat(path).st_ino == inode:
-            os.unlink(path)
-    except FileNotFoundError:
-        pass
+        if path_inode(path) == inode and c_unlink(os.fsencode(path)) != 0:
+            code = errno
+            if code != _errno.ENOENT:
+                raise OSError(code, os.strerror(code), path)
     except OSError as err:
         logger.error('Unable to clean up listening UNIX socket %r: %r', path, err)
     return 0

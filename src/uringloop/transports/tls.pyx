@@ -505,6 +505,14 @@ for _name, _which in TLS_FIELDS.items():
 del _name, _which
 
 
+# The stdlib's start_tls() moves a server StreamReader's buffered bytes to
+# the TLS protocol where it has the fix of gh-142352 (Debian's 3.14 and
+# 3.15 have it; a bug fix that may reach other versions' later releases,
+# so the code itself is asked).
+cdef bint STDLIB_TLS_TAKES_STREAM_BUFFER = (
+    '_stream_reader' in base_events.BaseEventLoop.start_tls.__code__.co_consts)
+
+
 async def start_tls(self, transport, protocol, sslcontext, *, server_side=False,
                     server_hostname=None, ssl_handshake_timeout=None,
                     ssl_shutdown_timeout=None):
@@ -526,6 +534,14 @@ async def start_tls(self, transport, protocol, sslcontext, *, server_side=False,
                           call_connection_made=False)
     # nothing may reach the TLS protocol before its connection_made()
     transport.pause_reading()
+    if server_side and STDLIB_TLS_TAKES_STREAM_BUFFER:
+        # what a server's StreamReader buffered (a ClientHello that came
+        # with the plain data) goes to the TLS protocol, as there
+        reader = (getattr(protocol, '_stream_reader', None)
+                  if isinstance(protocol, asyncio.StreamReaderProtocol) else None)
+        if reader is not None and reader._buffer:
+            tls._incoming.write(reader._buffer)
+            reader._buffer.clear()
     transport.set_protocol(tls)
     made = self.call_soon(tls.connection_made, transport)
     resumed = self.call_soon(transport.resume_reading)
