@@ -885,10 +885,11 @@ def test_a_reset_while_reading_is_paused_is_reported_on_resume(any_loop):
 
 # ---- writelines() and write buffer limits take what the stdlib takes ---------
 
-def test_writelines_with_a_bad_item_queues_nothing(any_loop):
-    """The stdlib's writelines() checks every item before it queues one
-    (3.11 joins them, 3.12 makes a memoryview of each): a bad item raises
-    TypeError and the good items before it are not sent either."""
+def test_writelines_with_a_bad_item_queues_what_the_stdlib_queues(any_loop):
+    """Up to 3.14 the stdlib's writelines() checks every item before it
+    queues one (3.11 joins them, 3.12 makes a memoryview of each): a bad
+    item raises TypeError and the good items before it are not sent
+    either.  3.15 queues each item in turn: those before it are sent."""
     loop = any_loop
 
     async def main():
@@ -904,7 +905,8 @@ def test_writelines_with_a_bad_item_queues_nothing(any_loop):
         got = await recv_until_eof(loop, b, 100)
         b.close()
         return got
-    assert loop.run_until_complete(main()) == b"sent!?"      # any buffer is taken
+    lost = b"lostlost" if sys.version_info >= (3, 15) else b""
+    assert loop.run_until_complete(main()) == lost + b"sent!?"      # any buffer is taken
 
 
 @pytest.mark.parametrize("high, low, limits", [
