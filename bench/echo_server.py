@@ -9,6 +9,7 @@ the ring counters (uringloop only) and exits.
 import argparse
 import asyncio
 import json
+import os
 import signal
 import socket
 import ssl
@@ -75,7 +76,20 @@ async def main(args):
     print(json.dumps(stats), flush=True)
 
 
+# (uringloop.shortcuts() lists them; named here so that choosing one does
+# not import uringloop before the setting is made)
+SHORTCUT_NAMES = ("kept_methods", "spare_bytes", "handle_slots", "socket_objects",
+                  "loop_methods", "run_once_tag", "ready_queue")
+
+
 def loop_factory(name):
+    if name.startswith("uringloop-no"):
+        # uringloop-noshortcuts: every CPython shortcut off (docs/design.md);
+        # uringloop-no-NAME: all but that one (the setting is read at import)
+        off = name[len("uringloop-no"):].lstrip("-")
+        os.environ["URINGLOOP_SHORTCUTS"] = "0" if off == "shortcuts" else ",".join(
+            n for n in SHORTCUT_NAMES if n != off)
+        name = "uringloop"
     if name == "uringloop":
         import uringloop
         return uringloop.new_event_loop
@@ -91,7 +105,8 @@ def loop_factory(name):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--loop", default="uringloop",
-                        choices=["asyncio", "uvloop", "uringloop", "rloop"])
+                        choices=["asyncio", "uvloop", "uringloop", "uringloop-noshortcuts", "rloop"]
+                        + [f"uringloop-no-{n}" for n in SHORTCUT_NAMES])
     parser.add_argument("--style", default="protocol",
                         choices=["protocol", "streams", "sock"])
     parser.add_argument("--port", type=int, default=0)

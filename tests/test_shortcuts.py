@@ -14,7 +14,7 @@ import pytest
 import uringloop
 
 NAMES = ('kept_methods', 'spare_bytes', 'handle_slots', 'socket_objects',
-         'loop_snapshot', 'run_once_tag', 'ready_queue')
+         'loop_methods', 'run_once_tag', 'ready_queue')
 VERIFIED = sys.version_info[:2] in {(3, 11), (3, 12), (3, 13), (3, 14), (3, 15)}
 
 

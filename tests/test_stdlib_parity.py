@@ -1225,9 +1225,9 @@ def test_a_connection_made_outside_debug_mode_that_runs_in_it_starts_reading(any
         connecting = loop.create_task(loop.create_connection(P, sock=a))
         await asyncio.sleep(0)      # the task made the transport; its callbacks wait
         kinds = [type(h).__qualname__ for h in loop._ready]
-        # (the one handle is the loop_snapshot shortcut's: without it the
+        # (the one handle is the loop_methods shortcut's: without it the
         # loop schedules the stdlib's two, and reading starts as there)
-        if isinstance(loop, uringloop.Loop) and uringloop.shortcuts()["loop_snapshot"] == "on":
+        if isinstance(loop, uringloop.Loop) and uringloop.shortcuts()["loop_methods"] == "on":
             assert uringloop.core.ReadingHandle in map(type, loop._ready), kinds
         loop.set_debug(True)
         b.send(b"ping")
@@ -1479,6 +1479,121 @@ def test_create_future_and_a_subclass_that_replaces_it(base):
     finally:
         plain.close()
         loop.close()
+
+
+@pytest.mark.parametrize("where", ["instance", "class-after"])
+@pytest.mark.parametrize("base", [asyncio.SelectorEventLoop, uringloop.Loop],
+                         ids=["asyncio", "uringloop"])
+def test_a_create_future_patched_later_is_called_where_the_stdlib_calls_it(base, where):
+    """create_future() replaced after the loop was made, on the loop itself
+    or on its class (instrumentation does both): each sock_* call that the
+    selector loop makes a future for calls it once, with the same count on
+    both loops (issue #58, item 2: uringloop had decided once, when the
+    loop was made, that its own was in place)."""
+    class Subclass(base):
+        pass
+    loop = Subclass()
+    made = []
+
+    def counting(self=None):
+        made.append(1)
+        return asyncio.Future(loop=loop)
+    if where == "instance":
+        loop.create_future = counting
+    else:
+        Subclass.create_future = counting
+
+    async def main():
+        counts = {}
+        a, b = socket.socketpair()
+        for s in (a, b):
+            s.setblocking(False)
+        for name in ["sock_recv", "sock_recv_into", "sock_accept", "sock_connect"]:
+            del made[:]
+            if name == "sock_recv":
+                loop.call_later(0.01, b.send, b"x")
+                assert await loop.sock_recv(a, 10) == b"x"
+            elif name == "sock_recv_into":
+                loop.call_later(0.01, b.send, b"y")
+                assert await loop.sock_recv_into(a, bytearray(10)) == 1
+            elif name == "sock_accept":
+                listener = socket.create_server(("127.0.0.1", 0))
+                listener.setblocking(False)
+                client = socket.create_connection(listener.getsockname())
+                conn, _ = await loop.sock_accept(listener)
+                conn.close()
+            else:
+                client2 = socket.socket()
+                client2.setblocking(False)
+                await loop.sock_connect(client2, listener.getsockname())
+                client2.close()
+                client.close()
+                listener.close()
+            counts[name] = len(made)
+        # sock_sendall: a future only when the socket does not take it all
+        del made[:]
+        big = bytes(8 << 20)
+        sending = loop.create_task(loop.sock_sendall(a, big))
+        await asyncio.sleep(0)          # (its first step: a part sent, then a wait)
+        counts["sock_sendall"] = len(made)
+        got = 0
+        while got < len(big):
+            got += len(await loop.sock_recv(b, 1 << 20))
+        await sending
+        a.close()
+        b.close()
+        return counts
+    try:
+        counts = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert counts == {"sock_recv": 1, "sock_recv_into": 1, "sock_accept": 1,
+                      "sock_connect": 1, "sock_sendall": 1}
+
+
+@pytest.mark.parametrize("kind", ["tcp", "unix"])
+@pytest.mark.parametrize("base", [asyncio.SelectorEventLoop, uringloop.Loop],
+                         ids=["asyncio", "uringloop"])
+def test_a_call_soon_patched_on_the_loop_schedules_the_transports_callbacks(base, kind, tmp_path):
+    """call_soon() set on the loop after it was made: a stream connection's
+    connection_made() and its connection-lost callback, on both sides, are
+    scheduled through it, as on the selector loop (issue #58, item 2)."""
+    loop = base()
+    scheduled = []
+    real = loop.call_soon
+
+    def counting(callback, *args, context=None):
+        scheduled.append(getattr(callback, "__name__", repr(callback)))
+        return real(callback, *args, context=context)
+    loop.call_soon = counting
+
+    async def main():
+        lost = loop.create_future()
+
+        class P(asyncio.Protocol):
+            def connection_lost(self, exc):
+                if not lost.done():
+                    lost.set_result(None)
+        if kind == "tcp":
+            server = await loop.create_server(P, "127.0.0.1", 0)
+            tr, _ = await loop.create_connection(asyncio.Protocol, *server.sockets[0].getsockname()[:2])
+        else:
+            path = str(tmp_path / "s")
+            server = await loop.create_unix_server(P, path)
+            tr, _ = await loop.create_unix_connection(asyncio.Protocol, path)
+        await asyncio.sleep(0.01)
+        tr.close()
+        await lost
+        server.close()
+        await server.wait_closed()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        del loop.call_soon
+        loop.close()
+    assert scheduled.count("connection_made") == 2, scheduled
+    lost_callbacks = [n for n in scheduled if "connection_lost" in n]
+    assert len(lost_callbacks) >= 2, scheduled
 
 
 # ---- an accepted connection's names ----------------------------------------------

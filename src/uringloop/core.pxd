@@ -91,8 +91,6 @@ cdef class RingLoop:
     cdef Py_ssize_t ops_in_flight
     cdef bint draining
     cdef bint time_overridden     # a subclass defines time()
-    cdef bint own_futures         # no subclass defines create_future()
-    cdef bint own_call_soon       # no subclass defines call_soon() (soon())
     cdef int owner_pid
     cdef bint batch_iterations    # in run_forever(): _run_once() runs until stop
     cdef ul_loop_counts *counts   # debug.h: this loop's live transports
@@ -166,6 +164,14 @@ cdef class RingLoop:
     @cython.final
     cdef bint run_once_is_ours(self) except -1
     cdef unsigned int run_once_tag    # the class version run_once_is_ours() last looked up
+    @cython.final
+    cdef bint futures_are_ours(self) except -1
+    @cython.final
+    cdef bint call_soon_is_ours(self) except -1
+    @cython.final
+    cdef bint method_is_ours(self, str name, object ours, unsigned int *tag) except -1
+    cdef unsigned int create_future_tag
+    cdef unsigned int call_soon_tag
     @cython.final
     cdef int run_ready(self) except -1
     @cython.final

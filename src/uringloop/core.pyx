@@ -290,7 +290,7 @@ cdef object new_future(RingLoop loop):
     """loop.create_future(), minus the Python frame of BaseEventLoop's when
     no subclass replaced it (each sock_*() call makes one; a zero-copy
     send's future is a ZeroCopyFuture, transports/zerocopy.pyx)."""
-    if loop.own_futures:
+    if loop.futures_are_ours():
         return _Future(loop=loop)
     return loop.create_future()
 
@@ -698,10 +698,6 @@ cdef class RingLoop:
         cdef unsigned sq_entries, cq_entries
         self.time_overridden = getattr(type(self), 'time') is not RingLoop.time
         check_shortcut_setting()
-        self.own_futures = (SC_LOOP_SNAPSHOT and
-                            getattr(type(self), 'create_future', None) is RingLoop.create_future)
-        self.own_call_soon = (SC_LOOP_SNAPSHOT and
-                              getattr(type(self), 'call_soon') is RingLoop.call_soon)
         UL_COUNT(UL_LIVE_LOOPS, 1)
         self.counts = ul_loop_counts_new()
         if self.counts == NULL:
@@ -1121,7 +1117,7 @@ cdef class RingLoop:
         own callbacks (connection_made, connection_lost, reading started),
         without the Python-level call of the method; a subclass's
         call_soon() and the debug mode's checks are still called."""
-        if self._debug or not self.own_call_soon:
+        if self._debug or not self.call_soon_is_ours():
             return self.call_soon(callback, *args, context=context)
         return self.ready_handle(Handle, callback, args, context)
 
@@ -1130,7 +1126,7 @@ cdef class RingLoop:
         """soon() of a new transport's protocol.connection_made(transport),
         then of its _start_reading_cb(): one ReadingHandle where soon()
         makes the handles itself."""
-        if self._debug or not self.own_call_soon:
+        if self._debug or not self.call_soon_is_ours():
             self.call_soon(protocol.connection_made, transport, context=context)
             self.call_soon(transport._start_reading_cb, context=context)
         else:
@@ -1197,21 +1193,46 @@ cdef class RingLoop:
     cdef bint run_once_is_ours(self) except -1:
         """loop._run_once is RingLoop._run_once: nothing on the instance
         or in a class above RingLoop replaces it."""
-        cdef PyObject **dictptr
-        cdef PyTypeVersion *t = <PyTypeVersion *>Py_TYPE(self)
         if not SC_RUN_ONCE_TAG:
             return False        # one iteration per _run_once() call
-        if not (self.run_once_tag != 0 and t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG
-                and t.tp_version_tag == self.run_once_tag):
+        return self.method_is_ours('_run_once', RUN_ONCE, &self.run_once_tag)
+
+    @cython.final
+    cdef bint futures_are_ours(self) except -1:
+        """loop.create_future is RingLoop's: a future can be made without
+        the call.  Asked at each use, so that one set on the loop or its
+        class later (instrumentation does) is called where the stdlib
+        calls it."""
+        if not SC_LOOP_METHODS:
+            return False
+        return self.method_is_ours('create_future', CREATE_FUTURE, &self.create_future_tag)
+
+    @cython.final
+    cdef bint call_soon_is_ours(self) except -1:
+        """loop.call_soon is RingLoop's (as futures_are_ours())."""
+        if not SC_LOOP_METHODS:
+            return False
+        return self.method_is_ours('call_soon', CALL_SOON, &self.call_soon_tag)
+
+    @cython.final
+    cdef bint method_is_ours(self, str name, object ours, unsigned int *tag) except -1:
+        """A lookup of `name` on this loop finds `ours`: the class's answer
+        is kept with the class's version tag (any change to the class or
+        one above it clears the tag), the instance's dict is asked each
+        time (one probe of a dict whose keys are interned)."""
+        cdef PyObject **dictptr
+        cdef PyTypeVersion *t = <PyTypeVersion *>Py_TYPE(self)
+        if not (tag[0] != 0 and t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG
+                and t.tp_version_tag == tag[0]):
             # the class (or one above it) changed since the last lookup:
             # look again, and note the version the answer holds for
-            if _PyType_Lookup(Py_TYPE(self), '_run_once') != <PyObject *>RUN_ONCE:
+            if _PyType_Lookup(Py_TYPE(self), name) != <PyObject *>ours:
                 return False
-            self.run_once_tag = (t.tp_version_tag if t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG
-                                 else 0)
+            tag[0] = (t.tp_version_tag if t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG
+                      else 0)
         dictptr = _PyObject_GetDictPtr(self)
         return (dictptr == NULL or dictptr[0] == NULL
-                or PyDict_GetItemWithError(<object>dictptr[0], '_run_once') == NULL)
+                or PyDict_GetItemWithError(<object>dictptr[0], name) == NULL)
 
     @cython.final
     cdef int run_once(self) except -1:
@@ -1618,9 +1639,10 @@ cdef class RingLoop:
                 self.wakeup_op = None
 
 
-# (run_once_is_ours(): what a lookup of _run_once on a loop finds when
-# nothing replaced it)
+# (method_is_ours(): what a lookup on a loop finds when nothing replaced it)
 cdef object RUN_ONCE = RingLoop.__dict__['_run_once']
+cdef object CREATE_FUTURE = RingLoop.__dict__['create_future']
+cdef object CALL_SOON = RingLoop.__dict__['call_soon']
 
 
 class Loop(RingLoop, base_events.BaseEventLoop):

@@ -27,9 +27,10 @@
 #                   _io_refs and _closed beside the C socket's own work:
 #                   accepted sockets made without socket.py's Python.
 #                   tests/test_transports.py, tests/test_sock_ops.py
-#   loop_snapshot   call_soon and create_future of the loop's class are
-#                   RingLoop's when the loop is made: scheduled and made
-#                   without the method lookup.  tests/test_contract_edges.py
+#   loop_methods    the same type version tag as kept_methods, and one
+#                   probe of the loop's instance dict: call_soon and
+#                   create_future that are RingLoop's own are run without
+#                   the method call.  tests/test_contract_edges.py
 #   run_once_tag    the same type version tag as kept_methods, for the
 #                   loop's own _run_once: iterations batched in C while it
 #                   is not replaced.  tests/test_loop.py
@@ -46,13 +47,13 @@ import sysconfig
 VERIFIED = ((3, 11), (3, 12), (3, 13), (3, 14), (3, 15))
 
 SHORTCUT_NAMES = ('kept_methods', 'spare_bytes', 'handle_slots', 'socket_objects',
-                  'loop_snapshot', 'run_once_tag', 'ready_queue')
+                  'loop_methods', 'run_once_tag', 'ready_queue')
 
 cdef bint SC_KEPT_METHODS = False
 cdef bint SC_SPARE_BYTES = False
 cdef bint SC_HANDLE_SLOTS = False
 cdef bint SC_SOCKET_OBJECTS = False
-cdef bint SC_LOOP_SNAPSHOT = False
+cdef bint SC_LOOP_METHODS = False
 cdef bint SC_RUN_ONCE_TAG = False
 cdef bint SC_READY_QUEUE = False
 
@@ -83,7 +84,7 @@ def _read_shortcut_setting(value):
 cdef int set_shortcuts() except -1:
     """Set the SC_* switches from the interpreter and the environment."""
     global SC_KEPT_METHODS, SC_SPARE_BYTES, SC_HANDLE_SLOTS, SC_SOCKET_OBJECTS
-    global SC_LOOP_SNAPSHOT, SC_RUN_ONCE_TAG, SC_READY_QUEUE, shortcut_setting_error
+    global SC_LOOP_METHODS, SC_RUN_ONCE_TAG, SC_READY_QUEUE, shortcut_setting_error
     try:
         wanted, reason = _read_shortcut_setting(os.environ.get('URINGLOOP_SHORTCUTS'))
     except ValueError as exc:
@@ -107,7 +108,7 @@ cdef int set_shortcuts() except -1:
     SC_SPARE_BYTES = 'spare_bytes' in on
     SC_HANDLE_SLOTS = 'handle_slots' in on
     SC_SOCKET_OBJECTS = 'socket_objects' in on
-    SC_LOOP_SNAPSHOT = 'loop_snapshot' in on
+    SC_LOOP_METHODS = 'loop_methods' in on
     SC_RUN_ONCE_TAG = 'run_once_tag' in on
     SC_READY_QUEUE = 'ready_queue' in on
     return 0

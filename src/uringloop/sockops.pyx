@@ -343,7 +343,7 @@ cdef class SocketPoll(SocketOperation):
         return 0
 
 
-cdef object wait_ready(RingLoop loop, object sock, unsigned mask):
+cdef object wait_ready(RingLoop loop, object sock, unsigned mask, bint made_one=False):
     """A future resolved once sock is ready for mask (POLLIN, POLLOUT);
     cancelling it cancels the poll.  As the selector loop does before it
     waits, refuses a socket a transport uses (RuntimeError)."""
@@ -352,7 +352,7 @@ cdef object wait_ready(RingLoop loop, object sock, unsigned mask):
     if loop._transports:
         loop._ensure_fd_no_transport(fd)
     op.mask = mask
-    return start(loop, op, sock, fd)
+    return start(loop, op, sock, fd, made_one)
 
 
 @cython.final
@@ -377,9 +377,12 @@ cdef class SendMsgOp(SocketOperation):
         return self.finish_with_count(res)
 
 
-cdef object start(RingLoop loop, SocketOperation op, object sock, int fd):
+cdef object start(RingLoop loop, SocketOperation op, object sock, int fd,
+                  bint made_one=False):
     """Queue `op`'s first request and return the future it resolves."""
-    fut = new_future(loop)
+    # (made_one: the caller called loop.create_future() already, where the
+    # selector loop makes its one future: through_future())
+    fut = _Future(loop=loop) if made_one else new_future(loop)
     op.loop = loop
     op.sock = sock
     op.fd = fd
@@ -465,7 +468,13 @@ async def sock_accept(RingLoop self, sock):
     """Accept a connection: (conn, address), conn non-blocking.
     Cancelling leaves the connection in the listening socket's queue."""
     check_sock(self, sock)
-    conn, address = await call_when_ready(self, sock, POLLIN, 'accept')
+    if not self.futures_are_ours():
+        return await through_future(self, accept_when_ready(self, sock, True))
+    return await accept_when_ready(self, sock)
+
+
+async def accept_when_ready(RingLoop self, sock, bint made_one=False):
+    conn, address = await call_when_ready(self, sock, POLLIN, 'accept', made_one=made_one)
     conn.setblocking(False)
     return conn, address
 
@@ -527,6 +536,12 @@ async def sock_connect(RingLoop self, sock, address):
     connection that completes later -- OSError(err, 'Connect call
     failed ...') with the error the socket then holds."""
     check_sock(self, sock)
+    if not self.futures_are_ours():
+        return await through_future(self, connect_when_ready(self, sock, address, True))
+    return await connect_when_ready(self, sock, address)
+
+
+async def connect_when_ready(RingLoop self, sock, address, bint made_one=False):
     if sock.family == socket.AF_INET or (
             base_events._HAS_IPv6 and sock.family == socket.AF_INET6):
         resolved = await self._ensure_resolved(
@@ -540,13 +555,34 @@ async def sock_connect(RingLoop self, sock, address):
         return
     except (BlockingIOError, InterruptedError):
         pass
-    await wait_ready(self, sock, POLLOUT)
+    await wait_ready(self, sock, POLLOUT, made_one)
     err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
     if err != 0:
         raise OSError(err, f'Connect call failed {address}')
 
 
-async def call_when_ready(RingLoop loop, sock, unsigned mask, str name, *args):
+async def through_future(RingLoop loop, coro):
+    """coro's outcome, handed on through a future of loop.create_future():
+    sock_accept() and sock_connect() of the selector loop make their
+    future before their first try, so a create_future() that replaced the
+    loop's (instrumentation) is called there, and its future carries
+    the outcome.  Only then: the loop's own future would be a cost
+    nobody sees."""
+    fut = loop.create_future()
+    try:
+        result = await coro
+    except Exception as exc:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
+    finally:
+        if not fut.done():
+            fut.cancel()            # (cancelled, or SystemExit...)
+    return await fut
+
+
+async def call_when_ready(RingLoop loop, sock, unsigned mask, str name, *args,
+                          bint made_one=False):
     """sock.<name>(*args) -- the socket's own method -- now and again each
     time sock is ready for mask, until it no longer raises
     BlockingIOError; its result.  The method is looked up for each try,
@@ -558,7 +594,7 @@ async def call_when_ready(RingLoop loop, sock, unsigned mask, str name, *args):
             return getattr(sock, name)(*args)
         except (BlockingIOError, InterruptedError):
             pass
-        await wait_ready(loop, sock, mask)
+        await wait_ready(loop, sock, mask, made_one)
 
 
 async def sendall_counted(RingLoop self, sock, data, list progress):
