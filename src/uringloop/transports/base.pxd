@@ -56,6 +56,8 @@ cdef class BaseTransport:
                                     # once ops_pending is 0
     # write flow control (transports that write)
     cdef Py_ssize_t write_buffer_size
+    cdef Py_ssize_t presumed_sent   # of it, small writes to an idle stream:
+                                    # the kernel takes them at the submit
     cdef Py_ssize_t high_water
     cdef Py_ssize_t low_water
     cdef bint protocol_paused

@@ -265,7 +265,8 @@ cdef class BaseTransport:
 
     @cython.final
     cdef int maybe_pause_protocol(self) except -1:
-        if self.write_buffer_size <= self.high_water or self.protocol_paused:
+        if (self.write_buffer_size - self.presumed_sent <= self.high_water
+                or self.protocol_paused):
             return 0
         return self.pause_protocol()
 
@@ -288,7 +289,8 @@ cdef class BaseTransport:
 
     @cython.final
     cdef int maybe_resume_protocol(self) except -1:
-        if not self.protocol_paused or self.write_buffer_size > self.low_water:
+        if (not self.protocol_paused
+                or self.write_buffer_size - self.presumed_sent > self.low_water):
             return 0
         return self.resume_protocol()
 
@@ -332,8 +334,11 @@ cdef class BaseTransport:
         return (self.low_water, self.high_water)
 
     def get_write_buffer_size(self):
-        """Bytes queued and not yet confirmed written by the kernel."""
-        return self.write_buffer_size
+        """Bytes queued and not yet confirmed written by the kernel, but
+        for small writes to an idle stream that the iteration's submit
+        hands the kernel (the selector loop's write() sent those itself:
+        they were never buffered there; stream.pyx, flow control)."""
+        return self.write_buffer_size - self.presumed_sent
 
     @property
     def _protocol_paused(self):

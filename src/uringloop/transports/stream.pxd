@@ -91,8 +91,10 @@ cdef class StreamTransport(BaseTransport):
     @cython.final
     cdef int deliver(self, object data) except -1
     cdef int deliver_copied(self, object data) except -1
+    cdef int keep_first(self, bytes rest) except -1
     cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_eof(self) except -1
+    cdef int eof_to_protocol(self) except -1
     cdef int zc_off(self, bint rearm) except -1
     cdef int release_ops(self) except -1
     cdef int take_protocol(self, object protocol) except -1

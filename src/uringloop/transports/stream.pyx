@@ -112,6 +112,15 @@ cdef unsigned char GATHER_PROBE = 64
 # Direct sends (see above): write() of this many bytes or more, with
 # nothing queued, tries send(2) at once.
 cdef Py_ssize_t DIRECT_SEND_FROM = 8 * 1024
+# Flow control of the smaller writes, which wait for the iteration's
+# submit: the selector loop's write() sends at once, so a protocol there
+# sees nothing buffered (and no pause_writing()) while the socket takes
+# the bytes.  Those written to an idle stream (nothing in flight, nothing
+# left over) are "presumed sent" up to this many in one iteration:
+# get_write_buffer_size() and the high-water mark leave them out until the
+# send's completion says what the socket took; what it did not is buffered
+# from there, and may pause the protocol then (issue #58, item 3).
+cdef Py_ssize_t PRESUMED_SENT_MAX = 64 * 1024
 # One send request takes queued chunks up to this many bytes (and always
 # the head chunk whole).  A bulk sender kept 1 MiB queued, and one SENDMSG
 # of up to 64 chunks handed the socket megabytes at a time, which it
@@ -524,12 +533,20 @@ cdef class StreamTransport(BaseTransport):
 
     cdef int deliver_copied(self, object data) except -1:
         """bytes for a BufferedProtocol (kept from a pause, or received
-        before the protocol was swapped): copied into its buffers."""
+        before the protocol was swapped): copied into its buffers.  The
+        protocol is asked anew for each buffer: one that set_protocol()
+        from buffer_updated() made a plain Protocol gets the rest through
+        data_received().  A KeyboardInterrupt or SystemExit leaves with
+        the rest kept, handed over when the loop runs again (where the
+        selector loop's bytes are still in the socket)."""
         cdef Py_ssize_t n, pos = 0, size
+        size = len(data)
+        view = memoryview(data)
         try:
-            size = len(data)
-            view = memoryview(data)
             while pos < size:
+                if not self.buffered_protocol:
+                    call_data_received(self, bytes(view[pos:]))
+                    return 0
                 buf = self.protocol.get_buffer(size - pos)
                 n = min(len(buf), size - pos)
                 if n == 0:
@@ -538,9 +555,22 @@ cdef class StreamTransport(BaseTransport):
                 pos += n
                 self.protocol.buffer_updated(n)
         except (SystemExit, KeyboardInterrupt):
+            if pos < size and self.read_state != READ_CLOSED:
+                self.keep_first(bytes(view[pos:]))
             raise
         except BaseException as exc:
             self.fatal_error(exc, 'Fatal error: protocol.data_received() call failed.')
+        return 0
+
+    cdef int keep_first(self, bytes rest) except -1:
+        """rest goes before anything kept, to the protocol when the loop
+        runs again (_deliver_kept)."""
+        if self.kept is None:
+            self.kept = []
+            if self.read_state == READ_ON:
+                self.loop.call_soon(self._deliver_kept)
+        self.kept.insert(0, rest)
+        self.kept_bytes += len(rest)
         return 0
 
     cdef int deliver_piece(self, ZeroCopyPiece piece) except -1:
@@ -563,9 +593,15 @@ cdef class StreamTransport(BaseTransport):
         self.set_read_state(READ_ENDED)
         if self.loop._debug:
             logger.debug("%r received EOF", self)
+        return self.eof_to_protocol()
+
+    cdef int eof_to_protocol(self) except -1:
         try:
             keep_open = self.protocol.eof_received()
         except (SystemExit, KeyboardInterrupt):
+            # the selector loop's reader stays registered: run again, it
+            # reads the end again and asks eof_received() again
+            self.loop.call_soon(self._eof_again)
             raise
         except BaseException as exc:
             self.fatal_error(exc, 'Fatal error: protocol.eof_received() call failed.')
@@ -573,6 +609,10 @@ cdef class StreamTransport(BaseTransport):
         if not keep_open:
             self.close()
         return 0
+
+    def _eof_again(self):
+        if self.read_state == READ_ENDED:
+            self.eof_to_protocol()
 
     cdef int zc_off(self, bint rearm) except -1:
         """The zero-copy receive queue is gone (closed, or its loop closed):
@@ -715,6 +755,11 @@ cdef class StreamTransport(BaseTransport):
         self.write_buffer_size += size - sent
         if sent:
             self.head_offset = sent         # (the queue was empty)
+        elif (size < DIRECT_SEND_FROM and self.presumed_sent + size == self.write_buffer_size
+                and self.write_buffer_size <= PRESUMED_SENT_MAX
+                and (self.send_state == SEND_IDLE or self.send_state == SEND_OWED)):
+            # idle but for earlier such writes: see flow control, above
+            self.presumed_sent = self.write_buffer_size
         if self.send_state == SEND_IDLE:
             self.schedule_send()
         self.maybe_pause_protocol()
@@ -840,11 +885,14 @@ cdef class StreamTransport(BaseTransport):
     @cython.final
     cdef int send_result(self, int32_t res, bint zerocopy) except -1:
         self.op_finished()
+        # the submit's answer is in: what it did not send is buffered
+        self.presumed_sent = 0
         if self.conn_lost and not queue_len(self.write_queue):
             return self.set_send_state(SEND_IDLE)     # aborted: the queue was dropped
         if res < 0:
             if res == -EAGAIN:
-                return self.submit_send()
+                self.submit_send()
+                return self.maybe_pause_protocol()
             self.set_send_state(SEND_IDLE)
             if res != -ECANCELED:
                 self.fatal_error(convert_error(res), 'Fatal write error on socket transport')
@@ -855,6 +903,7 @@ cdef class StreamTransport(BaseTransport):
         sent_from_queue(self, res)
         if queue_len(self.write_queue):
             self.submit_send()
+            self.maybe_pause_protocol()     # (the socket refused presumed bytes)
             self.maybe_resume_protocol()
             return 0
         self.set_send_state(SEND_IDLE)
@@ -995,6 +1044,7 @@ cdef class StreamTransport(BaseTransport):
                         ConnectionError('the transport was closed before the data was sent'))
             self.write_queue.clear()
             self.write_buffer_size = 0
+            self.presumed_sent = 0
             self.head_offset = 0
         if self.send_state == SEND_OWED:
             self.set_send_state(SEND_IDLE)
@@ -1100,6 +1150,7 @@ cdef object send_owed_now(StreamTransport tr):
     in order: a zero-copy chunk stops it.  Returns the error send(2)
     gave (the peer reset the connection), or None."""
     cdef Py_ssize_t left, sent
+    tr.presumed_sent = 0        # (what the socket does not take is buffered)
     while queue_len(tr.write_queue):
         chunk = queue_at(tr.write_queue, 0)
         if type(chunk) is not bytes:

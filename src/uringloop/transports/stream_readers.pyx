@@ -330,7 +330,10 @@ cdef class BufferedReader(StreamReader):
             if self.view.len == 0:
                 raise RuntimeError('get_buffer() returned an empty buffer')
         except (SystemExit, KeyboardInterrupt):
+            # it leaves the loop; run again, the loop asks get_buffer()
+            # again, as the selector loop's reader, still registered, does
             self.release()
+            tr.loop.call_soon(tr._start_reading_cb)
             raise
         except BaseException as exc:
             self.release()
