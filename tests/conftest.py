@@ -394,6 +394,33 @@ async def recv_until_eof(loop, sock, size, timeout=None):
         got += data
 
 
+def bytes_held_for(transport, delivered=0):
+    """Bytes that reached this end of a stream and were not handed to the
+    protocol (which got `delivered`): waiting in the socket (FIONREAD), and
+    on uringloop those its transport took from the socket and keeps."""
+    import fcntl
+    import struct
+    import termios
+    sock = transport.get_extra_info("socket")
+    waiting = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+    reading = transport.get_extra_info("reading")      # (uringloop's)
+    return waiting + (reading["received_bytes"] - delivered if reading else 0)
+
+
+async def until_held(transport, n, delivered=0, timeout=10):
+    """Wait until at least n bytes reached the transport and were not
+    delivered: an event, where a sleep of fixed length may end on a loaded
+    machine before they came; then let the loop run a few iterations, its
+    chances to deliver them wrongly."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while bytes_held_for(transport, delivered) < n:
+        assert loop.time() < deadline, f"{n} bytes never reached the transport"
+        await asyncio.sleep(0.001)
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
 TINY_MEMLOCK_PREAMBLE = """
 import asyncio, os, resource, uringloop
 resource.setrlimit(resource.RLIMIT_MEMLOCK, (1 << 20, 1 << 20))

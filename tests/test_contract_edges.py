@@ -14,7 +14,7 @@ import time
 import pytest
 
 import uringloop
-from conftest import recv_until_eof
+from conftest import recv_until_eof, until_held
 
 
 # ---- a burst of connects bigger than the backlog ---------------------------
@@ -384,7 +384,7 @@ def test_set_protocol_during_a_pause_delivers_to_the_new_one_on_resume(any_loop)
         new.tr = tr
         tr.set_protocol(new)
         b.sendall(b"while paused")
-        await asyncio.sleep(0.05)
+        await until_held(tr, len(b"while paused"))
         before = (old.calls, new.calls)
         tr.resume_reading()
         while new.nbytes < len(b"while paused"):
@@ -545,6 +545,112 @@ def test_a_keyboard_interrupt_in_a_data_callback_leaves_reading_on(any_loop, mod
     b.close()
     loop.run_until_complete(asyncio.sleep(0))
     assert (got, interrupts) == (total, 2)
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+def test_a_base_exception_from_get_buffer_leaves_reading_on(any_loop, exc):
+    """get_buffer() raises KeyboardInterrupt or SystemExit on its first
+    call: it leaves the loop, and run again the loop asks get_buffer()
+    again, delivers every byte and calls connection_lost() when the peer
+    closes (issue #58, item 4: uringloop never read that transport again)."""
+    loop = any_loop
+    total = 100_000
+    events = []
+
+    class Raising(asyncio.BufferedProtocol):
+        calls = 0
+        nbytes = 0
+
+        def connection_made(self, tr):
+            self.buf = bytearray(8192)
+
+        def get_buffer(self, sizehint):
+            self.calls += 1
+            if self.calls == 1:
+                raise exc
+            return self.buf
+
+        def buffer_updated(self, n):
+            self.nbytes += n
+
+        def eof_received(self):
+            events.append("eof")
+
+        def connection_lost(self, e):
+            events.append(("lost", e))
+            done.set_result(self.nbytes)
+
+    done = loop.create_future()
+    a, b = socket.socketpair()
+
+    async def start():
+        tr, _ = await loop.create_connection(Raising, sock=a)
+        b.sendall(bytes(total))
+        b.shutdown(socket.SHUT_WR)
+        return tr
+    raised = 0
+    try:
+        loop.run_until_complete(start())
+    except exc:
+        raised += 1     # (get_buffer() may be asked as reading starts)
+    timeout = loop.call_later(20, lambda: done.done() or done.set_result("timed out"))
+    while True:
+        try:
+            got = loop.run_until_complete(done)
+            break
+        except exc:
+            raised += 1
+            assert raised < 5
+    timeout.cancel()
+    b.close()
+    assert (got, raised, events) == (total, 1, ["eof", ("lost", None)])
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+def test_a_base_exception_from_eof_received_closes_when_run_again(any_loop, exc):
+    """eof_received() raises KeyboardInterrupt or SystemExit the first time:
+    it leaves the loop; run again, the loop asks eof_received() again and,
+    as it returns None, closes: the peer reads its end, the protocol gets
+    connection_lost(None) (issue #58, item 4: the connection stayed
+    half-open)."""
+    loop = any_loop
+    events = []
+
+    class Raising(asyncio.Protocol):
+        def eof_received(self):
+            events.append("eof")
+            if len(events) == 1:
+                raise exc
+
+        def connection_lost(self, e):
+            events.append(("lost", e))
+            done.set_result(None)
+
+    done = loop.create_future()
+    a, b = socket.socketpair()
+
+    async def start():
+        tr, _ = await loop.create_connection(Raising, sock=a)
+        b.shutdown(socket.SHUT_WR)
+        return tr
+    raised = 0
+    try:
+        loop.run_until_complete(start())
+    except exc:
+        raised += 1     # (the end may be read before start() resumes)
+    timeout = loop.call_later(20, lambda: done.done() or done.set_result("timed out"))
+    while True:
+        try:
+            loop.run_until_complete(done)
+            break
+        except exc:
+            raised += 1
+            assert raised < 5
+    timeout.cancel()
+    b.settimeout(5)
+    assert b.recv(10) == b""        # the loop's end closed: a FIN
+    b.close()
+    assert raised == 1 and events == ["eof", "eof", ("lost", None)]
 
 
 def test_a_keyboard_interrupt_on_the_last_kept_piece_leaves_reading_on(any_loop):

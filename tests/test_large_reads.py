@@ -11,6 +11,7 @@ import time
 import pytest
 
 import uringloop
+from conftest import until_held
 
 MIB = 1024 * 1024
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)    # Linux's number
@@ -143,7 +144,9 @@ def test_pause_in_direct_reads_leaves_the_data_in_the_socket():
         proto.transport.pause_reading()
         rest = payload(64 * MIB, seed=5)
         sending = loop.create_task(send_all(loop, client, rest))
-        await asyncio.sleep(0.3)
+        # (until a megabyte waits for the paused transport: a fixed sleep
+        # could end on a loaded machine before any had come)
+        await until_held(proto.transport, MIB, delivered=len(proto.data), timeout=30)
         assert len(proto.data) == len(first)        # nothing read while paused
         assert not sending.done()                   # the peer is held back by TCP
         proto.transport.resume_reading()

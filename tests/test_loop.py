@@ -51,11 +51,13 @@ def test_callbacks_added_while_running_wait_one_iteration(any_loop):
 
 
 def test_timers_fire_in_order_and_not_early(any_loop):
+    # (call_at from one start: each call_later() reads the clock anew, and
+    # on a loaded machine 30 ms could pass between two of them)
     fired = []
     start = any_loop.time()
     for delay in (0.03, 0.01, 0.02, 0.0):
-        any_loop.call_later(delay, lambda d=delay: fired.append((d, any_loop.time() - start)))
-    any_loop.call_later(0.05, any_loop.stop)
+        any_loop.call_at(start + delay, lambda d=delay: fired.append((d, any_loop.time() - start)))
+    any_loop.call_at(start + 0.05, any_loop.stop)
     any_loop.run_forever()
     assert [d for d, _ in fired] == [0.0, 0.01, 0.02, 0.03]
     for delay, elapsed in fired:
