@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import uringloop
+from conftest import on_both_loops
 
 _names = itertools.count()
 
@@ -864,6 +865,46 @@ def test_sock_sendfile_moves_the_file_without_a_user_copy(sendfile_method, uloop
     after = uloop.stats()
     assert after['sendfile_zero_copy'] - before['sendfile_zero_copy'] == len(expected)
     assert after['sendfile_copied'] == before['sendfile_copied']
+
+
+@pytest.mark.parametrize('offset,count', [(0, None), (5, None), (10, None), (25, None),
+                                          (10, 4), (25, 4)])
+@pytest.mark.parametrize('empty', [False, True])
+def test_sendfile_leaves_the_file_where_the_stdlib_leaves_it(offset, count, empty, tmp_path):
+    # The file's position after sock_sendfile() and loop.sendfile(),
+    # including nothing sent (offset at or past the end): up to 3.13 the
+    # stdlib moves it only when something was sent, from 3.14 always (but
+    # for an empty file).  The same scenario on both loops.
+    import socket
+    path = tmp_path / 'f'
+    path.write_bytes(b'' if empty else b'0123456789')
+
+    def scenario(loop):
+        async def main():
+            outcomes = []
+            for how in ('sock', 'transport'):
+                a, b = socket.socketpair()
+                a.setblocking(False)
+                with open(path, 'rb') as f:
+                    f.seek(3)
+                    try:
+                        if how == 'sock':
+                            sent = await loop.sock_sendfile(a, f, offset, count)
+                        else:
+                            transport, _ = await loop.create_connection(
+                                asyncio.Protocol, sock=a)
+                            sent = await loop.sendfile(transport, f, offset, count)
+                            transport.close()
+                    except Exception as exc:
+                        sent = type(exc).__name__
+                    outcomes.append((how, sent, f.tell()))
+                a.close()
+                b.close()
+            await asyncio.sleep(0)
+            return outcomes
+        return loop.run_until_complete(main())
+    ours, reference = on_both_loops(scenario)
+    assert ours == reference
 
 
 def test_a_cancelled_sendfile_leaves_no_request_and_no_pipe(sendfile_method, uloop, tmp_path):

@@ -13,26 +13,13 @@ import sys
 import pytest
 
 import uringloop
-from conftest import recv_until_eof
+from conftest import on_both_loops, recv_until_eof
 
 
 def _handler_calls(loop):
     calls = []
     loop.set_exception_handler(lambda loop, ctx: calls.append(ctx))
     return calls
-
-
-def _on_both_loops(scenario, *args):
-    """(ours, reference): scenario(loop, *args) on a new uringloop loop,
-    then on asyncio.SelectorEventLoop, each loop closed after its run."""
-    results = []
-    for make in (uringloop.new_event_loop, asyncio.SelectorEventLoop):
-        loop = make()
-        try:
-            results.append(scenario(loop, *args))
-        finally:
-            loop.close()
-    return tuple(results)
 
 
 # ---- readiness watches and odd file objects ---------------------------------
@@ -148,7 +135,7 @@ def _transport_profile(loop):
 
 
 def test_transports_offer_the_method_set_of_the_stdlib_transports():
-    ours, reference = _on_both_loops(_transport_profile)
+    ours, reference = on_both_loops(_transport_profile)
     for kind in reference:
         has, listed, calls, bases = ours[kind]
         ref_has, ref_listed, ref_calls, ref_bases = reference[kind]
@@ -290,7 +277,7 @@ def _context_scenario(loop):
 
 
 def test_protocol_callbacks_see_the_context_of_their_creation():
-    ours, reference = _on_both_loops(_context_scenario)
+    ours, reference = on_both_loops(_context_scenario)
     assert ("server", "data_received", "server-ctx") in reference
     assert ours == reference
 
@@ -347,7 +334,7 @@ def _send_context_scenario(loop):
 
 
 def test_protocol_callbacks_from_send_completions_see_the_context_of_their_creation():
-    ours, reference = _on_both_loops(_send_context_scenario)
+    ours, reference = on_both_loops(_send_context_scenario)
     assert ("resume_writing", "server-ctx") in reference
     assert ("connection_lost", None, "server-ctx") in reference
     assert sorted(set(ours)) == sorted(set(reference))
@@ -1839,7 +1826,7 @@ def _raising_datagram_scenario(loop, on_instance):
 
 @pytest.mark.parametrize("on_instance", [False, True])
 def test_a_raising_datagram_received_is_reported_and_the_transport_reads_on(on_instance):
-    ours, reference = _on_both_loops(_raising_datagram_scenario, on_instance)
+    ours, reference = on_both_loops(_raising_datagram_scenario, on_instance)
     assert reference == ([b"first", b"second", ("connection_lost", None)], False,
                          [("ValueError", "raised by datagram_received")])
     assert ours == reference
@@ -1890,7 +1877,7 @@ def _raising_pipe_scenario(loop):
 
 
 def test_a_raising_data_received_of_a_read_pipe_is_reported_and_the_pipe_reads_on():
-    ours, reference = _on_both_loops(_raising_pipe_scenario)
+    ours, reference = on_both_loops(_raising_pipe_scenario)
     assert reference == ([b"first", b"second", "eof_received", ("connection_lost", None)],
                          False, [("ValueError", "raised by data_received")])
     assert ours == reference
@@ -1937,7 +1924,7 @@ def _interrupted_pipe_scenario(loop):
 
 
 def test_a_keyboard_interrupt_in_a_read_pipes_data_received_leaves_it_reading():
-    ours, reference = _on_both_loops(_interrupted_pipe_scenario)
+    ours, reference = on_both_loops(_interrupted_pipe_scenario)
     assert reference == (True, [b"first", b"second", "eof_received"])
     assert ours == reference
 
@@ -2004,7 +1991,7 @@ def _raising_stream_read_scenario(loop, name, on_instance):
 @pytest.mark.parametrize("on_instance", [False, True])
 @pytest.mark.parametrize("name", ["data_received", "buffer_updated"])
 def test_a_raising_stream_read_callback_is_the_transports_fatal_error(name, on_instance):
-    ours, reference = _on_both_loops(_raising_stream_read_scenario, name, on_instance)
+    ours, reference = on_both_loops(_raising_stream_read_scenario, name, on_instance)
     assert reference == (
         [("received", 5), ("connection_lost", "ValueError", f"raised by {name}")],
         b"", True, [(f"Fatal error: protocol.{name}() call failed.", "ValueError")])

@@ -3,6 +3,15 @@
 # core.pyx; Loop takes the methods below as they are.
 
 
+# Where the file's position is left.  Up to 3.13 the stdlib moves it to
+# offset + sent only when something was sent; from 3.14 its native path
+# always leaves it there (the file not empty), and its fallback seeks to
+# offset before reading.  The stdlib's own helper is asked which it does.
+cdef bint STDLIB_SENDFILE_ALWAYS_SEEKS = (
+    unix_events._UnixSelectorEventLoop
+    ._sock_sendfile_update_filepos.__code__.co_argcount == 3)
+
+
 async def _sendfile_native(self, transp, file, offset, count):
     # loop.sendfile(transport, ...) on a plain stream transport: wait
     # until its queued writes are sent, then send the file on its socket
@@ -43,10 +52,12 @@ async def _sock_sendfile_native(RingLoop self, sock, file, offset, count):
     if not stat.S_ISREG(st.st_mode):
         raise exceptions.SendfileNotAvailableError("not a regular file")
     remaining = count if count else max(st.st_size - offset, 0)
-    if remaining == 0:
-        return 0
+    if not count and not st.st_size:
+        return 0  # an empty file: the position stays where it was
     progress = [0]
     try:
+        if remaining == 0:
+            return 0
         try:
             if self.sendfile_splice:
                 await sendfile_spliced(self, sock, fileno, offset, remaining, progress)
@@ -56,7 +67,7 @@ async def _sock_sendfile_native(RingLoop self, sock, file, offset, count):
             await sendfile_copied(self, sock, fileno, offset, remaining, progress)
         return progress[0]
     finally:
-        if progress[0] > 0:
+        if progress[0] > 0 or STDLIB_SENDFILE_ALWAYS_SEEKS:
             file.seek(offset + progress[0])
 
 
