@@ -333,6 +333,10 @@ def test_runner_and_run_entry_points():
         assert runner.run(main()) is uringloop.Loop
 
 
+# (asyncio's policy functions are deprecated from 3.14; what install() and
+# the policy class do still needs them to be checked)
+@pytest.mark.filterwarnings(
+    "ignore:'asyncio.[gs]et_event_loop_policy' is deprecated:DeprecationWarning")
 def test_install_sets_the_policy():
     old = asyncio.get_event_loop_policy()
     try:
@@ -346,6 +350,10 @@ def test_install_sets_the_policy():
         asyncio.set_event_loop_policy(old)
 
 
+# (asyncio's policy functions are deprecated from 3.14; what install() and
+# the policy class do still needs them to be checked)
+@pytest.mark.filterwarnings(
+    "ignore:'asyncio.[gs]et_event_loop_policy' is deprecated:DeprecationWarning")
 def test_install_and_policy_carry_uvloops_deprecation_story(monkeypatch):
     """install() warns on 3.12+ (uvloop does the same), the policy class on
     3.14+ where asyncio deprecates policies; importing never warns."""
@@ -376,6 +384,9 @@ def test_features_reports_the_probe():
     assert info["last_opcode"] >= 47
 
 
+# (3.12+ warns of any fork in a process with threads; this child only
+# checks that the loop refuses to run, and exits)
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_loop_refuses_a_forked_child(uloop):
     uloop.run_until_complete(asyncio.sleep(0))
     pid = os.fork()
