@@ -51,6 +51,7 @@ cdef class Ring:
     cdef int setup(self, unsigned sq, unsigned cq, unsigned flags, bint shrink) except? -1
     cdef int enable(self) except -1
     cdef io_uring_sqe *sqe(self) except NULL
+    cdef int submit_for_room(self) except -1
     cdef int submit(self) except -1
     cdef int enter(self, unsigned wait_nr, int64_t timeout_ns) except -1
     cdef raise_enter_error(self, int ret)

@@ -70,11 +70,28 @@ cdef class Ring:
             raise RuntimeError(self.closed_message)
         sqe = ul_get_sqe(&self.r)
         if sqe == NULL:
-            self.submit()
+            self.submit_for_room()
             sqe = ul_get_sqe(&self.r)
             if sqe == NULL:
                 raise RuntimeError(f"{self.name}: the submission queue stays full")
         return sqe
+
+    cdef int submit_for_room(self) except -1:
+        """Make room in a full submission queue: submit, without running
+        the completion work the kernel deferred to us.  That work's
+        completions wait for the iteration's own enter: run here, on a
+        queue of a few entries, every few requests made, they fed the
+        iteration that made them, and one iteration went on serving the
+        connections it had while a listener's connections waited (issue
+        #58, item 7).  A backed-up completion queue: as submit()."""
+        cdef int ret
+        self.enable()
+        ret = ul_ring_submit_only(&self.r)
+        if ret == -EBUSY or ret == -EAGAIN:
+            return self.submit()
+        if ret < 0 and ret != -EINTR:
+            self.raise_enter_error(ret)
+        return 0
 
     cdef int submit(self) except -1:
         """Hand the queued SQEs to the kernel now, without waiting (and

@@ -114,6 +114,7 @@ cdef extern from "ring/ring.h" nogil:
     int ul_ring_enable(ul_ring *r)
     int ul_ring_probe(ul_ring *r, unsigned char *supported)
     int ul_ring_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns)
+    int ul_ring_submit_only(ul_ring *r)
     int ul_ring_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args)
     int ul_ring_register_buffer_table(ul_ring *r, unsigned nr)
     int ul_ring_update_buffer(ul_ring *r, unsigned slot, void *addr, size_t len)

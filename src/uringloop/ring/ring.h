@@ -78,6 +78,7 @@ int ul_ring_probe(ul_ring *r, unsigned char *supported);
  * completions or `timeout_ns` (< 0: no timeout).  Returns the number of SQEs
  * the kernel consumed, or -errno (-ETIME on timeout, -EINTR on a signal). */
 int ul_ring_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns);
+int ul_ring_submit_only(ul_ring *r);
 
 int ul_ring_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args);
 /* Registered buffers: a sparse table of `nr` slots (5.19), then one region
