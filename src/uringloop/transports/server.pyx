@@ -86,10 +86,12 @@ cdef class ServerAccept(Operation):
     cdef int burst                   # accept4() calls per wake-up, at most:
                                      # the backlog, as the selector loop's
     cdef bint backing_off            # out of fds: waiting to try again
+    cdef bint again                  # a burst ended with connections left:
+                                     # the next is a callback, not a poll
 
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe
-        if self.active and not self.backing_off and not self.in_flight:
+        if self.active and not self.backing_off and not self.in_flight and not self.again:
             sqe = self.loop.sqe_for(self)
             ul_prep_poll_add(sqe, self.fd, POLLIN)
         return 0
@@ -128,9 +130,26 @@ cdef class ServerAccept(Operation):
                         self.accept_failed(-errno)
                     break       # EAGAIN: another process took it, or none left
                 self.accepted(fd)
+            else:
+                # The whole burst taken and the queue perhaps not empty:
+                # accept again in the next iteration, as the selector loop
+                # does for a socket still readable.  A poll armed now would
+                # complete at once but post behind every completion already
+                # waiting; with a completion queue of a few entries those
+                # are many, and connections answered with SYN cookies meet
+                # a full accept queue meanwhile and are reset (issue #58,
+                # item 7).
+                if self.active and not self.backing_off:
+                    self.again = True
+                    self.loop.call_soon(self._accept_again, context=self.context)
         finally:
             self.arm()      # whatever accepted() raised, the server goes on
         return 0
+
+    def _accept_again(self):
+        self.again = False
+        if self.active and not self.backing_off and not self.in_flight:
+            self.complete(POLLIN, 0)
 
     cdef int accept_failed(self, int res) except -1:
         if not self.active or self.backing_off:
