@@ -25,8 +25,10 @@
 # the others find the queue empty (EAGAIN) and wait again.
 #
 # After a wake-up the loop takes up to `burst` connections with accept4(2)
-# -- the backlog, as the selector loop does -- and arms the poll again,
-# which completes at once while connections are still queued.  The burst
+# -- the backlog, as the selector loop does -- and then arms the poll
+# again, or, when the whole burst was taken and more may be queued,
+# accepts again in the next iteration as the selector loop does (a poll
+# would complete at once, but post behind every completion waiting).  The burst
 # is what keeps a burst of connects alive: a full accept queue makes the
 # kernel answer further SYNs with SYN cookies, and a cookie's connection is
 # reset when its ACK finds the queue still full.  300 clients connecting
