@@ -2,7 +2,7 @@
 BufferedProtocol's buffer_updated and get_buffer) is found on each call as
 the stdlib's transports find it
 (`self._protocol.data_received(data)`), though uringloop keeps the function
-between calls (transports/base.pyx, read_method_of(); the checks in
+between calls (transports/base.pyx, read_method_kept(); the checks in
 method_cache.h).  Each scenario changes, between two reads, what that
 lookup finds -- the class, a class above it, the object's own attributes,
 its __class__ -- and runs on uringloop and on asyncio.SelectorEventLoop

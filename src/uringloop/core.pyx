@@ -20,9 +20,12 @@ One iteration (RingLoop._run_once) is:
     reap every CQE: user_data is the Operation object, its complete() runs
     move expired timers to the ready queue (they run first next time)
 
-so an idle or busy loop makes one system call per iteration.  When callbacks
-are ready, nothing is queued and the kernel has raised no IORING_SQ_TASKRUN,
-the enter is skipped altogether.
+so an idle or busy loop makes one system call per iteration, two when the
+requests handed over complete inside the submission as sends only
+(submit_then_wait: those are dispatched before the sleep; a full submission
+queue also submits early, Ring.sqe).  When callbacks are ready, nothing is
+queued and the kernel has raised no IORING_SQ_TASKRUN, the enter is skipped
+altogether.
 
 Callbacks queued earlier run before the completions of this iteration are
 dispatched: the selector loop also runs them before the I/O callbacks it
