@@ -5,6 +5,12 @@ live-object counters of src/uringloop/debug.h), -O0 -g and asserts on;
 `URINGLOOP_SANITIZE=address` adds AddressSanitizer; `URINGLOOP_OPT=0`
 compiles without optimisation, in a fraction of the time (the packaging
 test: what it checks does not depend on the compiler's work).
+Other builds leave the extension without its debug information (a 9 MB
+file becomes 1.5 MB; the symbol table stays, so profilers still name the
+functions): it goes to a file of its own, `core.<tag>.so.debug`, named in
+the extension's .gnu_debuglink -- beside it for an in-place build, else
+in $URINGLOOP_DEBUG_SYMBOLS (tests/release.py: the dist folder) or the
+build's temporary folder.  `URINGLOOP_STRIP=0` keeps it in the extension.
 `URINGLOOP_PGO=1` makes a profile-guided build (GCC 10 or later): the
 extension is compiled instrumented, pgo_training.py runs on it, and it is
 compiled again with the counts that left (the release builds do this:
@@ -35,6 +41,7 @@ sanitize = os.environ.get("URINGLOOP_SANITIZE")
 sanitize_flags = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"] if sanitize else []
 unoptimised = os.environ.get("URINGLOOP_OPT") == "0"
 pgo = os.environ.get("URINGLOOP_PGO") == "1"
+strip = not (debug or sanitize) and os.environ.get("URINGLOOP_STRIP") != "0"
 
 extension = Extension(
     "uringloop.core",
@@ -70,9 +77,37 @@ def gcc_major():
 
 
 class BuildExt(build_ext):
-    """build_ext, profile-guided with URINGLOOP_PGO=1 (see the top)."""
+    """build_ext, profile-guided with URINGLOOP_PGO=1, its debug
+    information apart (see the top)."""
 
     def run(self):
+        self.build_profiled()
+        if strip:
+            for ext in self.extensions:
+                self.strip_debug_information(self.get_ext_fullpath(ext.name))
+
+    def strip_debug_information(self, path):
+        objcopy = shutil.which("objcopy")
+        if not os.path.exists(path):
+            return
+        with open(path, "rb") as f:
+            if b".debug_info" not in f.read():
+                return          # (built before and already apart: nothing to move)
+        if objcopy is None:
+            say("no objcopy (binutils): the extension keeps its debug information")
+            return
+        if self.inplace:
+            where = os.path.dirname(path)
+        else:
+            where = os.environ.get("URINGLOOP_DEBUG_SYMBOLS") or self.build_temp
+        os.makedirs(where, exist_ok=True)
+        symbols = os.path.join(os.path.abspath(where), os.path.basename(path) + ".debug")
+        subprocess.run([objcopy, "--only-keep-debug", path, symbols], check=True)
+        subprocess.run([objcopy, "--strip-debug", "--remove-section=.gnu_debuglink",
+                        f"--add-gnu-debuglink={symbols}", path], check=True)
+        say(f"debug information of {os.path.basename(path)} in {symbols}")
+
+    def build_profiled(self):
         if not pgo or debug or sanitize:
             return super().run()
         if gcc_major() < 10:

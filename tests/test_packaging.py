@@ -4,6 +4,7 @@ an isolated environment (no Cython preinstalled), slim, repaired to a
 manylinux tag, accepted by twine, installed into a fresh virtual
 environment, where it echoes on its own ring.  The same steps and the
 whole suite against the installed wheel: tests/release.py."""
+import glob
 import os
 import shutil
 import subprocess
@@ -67,7 +68,12 @@ def test_the_sdist_builds_a_wheel_that_is_repaired_checked_and_runs_in_a_fresh_v
     assert "Classifier: Typing :: Typed" in metadata
     assert "](docs/" not in metadata        # no relative links on the index's page
 
+    # the extension's debug information apart, beside the wheel (setup.py)
+    assert release.check_slim(wheel) is None
+    assert glob.glob(str(tmp_path / "dist" / "core.*.so.debug"))
+
     repaired = release.repair(wheel, str(tmp_path / "repaired"))
+    assert release.check_slim(repaired) is None
     assert "manylinux" in os.path.basename(repaired)
     out = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", repaired, sdist],
                          capture_output=True, text=True)
