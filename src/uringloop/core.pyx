@@ -334,13 +334,10 @@ cdef double MAXIMUM_TIMEOUT = 24 * 3600.0
 # completion work for up to that long, if the previous wait took no longer
 # (a peer that answers within microseconds); a loop whose waits are long
 # never spins (loop.stats() counts spins and spin_hits).  It trades CPU for
-# round-trip latency, as SO_BUSY_POLL does.  Measured on a 2-core VM with
-# 20 us (bench/ab_builds.py, 5 rounds, echo, server on one core and the
-# client on the other): 1 KiB x 10 connections 1.13x req/s at the same CPU
-# per request (both ends had been idle a fifth of the time, each waiting
-# for the other's wake-up; uvloop, which sleeps too, was ahead), streams
-# 1 KiB 1.07x, 1000 connections 1.03x; but 100 KiB x 10 1.06x req/s at
-# 1.16x the CPU per request, the spinning counted where the loop slept.
+# round-trip latency, as SO_BUSY_POLL does: a gain where both ends wait on
+# each other's wake-ups, a cost in CPU where messages are large (docs/
+# benchmarks.md, "Figures behind the code's constants").
+
 # How long close() waits for the kernel to give back in-flight requests.
 cdef double CLOSE_DRAIN_SECONDS = 5.0
 

@@ -18,12 +18,9 @@
 # which data_received() gets as it is -- the kernel's copy is the only one,
 # no buffer is parked while the connection idles, and what is not read stays
 # in the socket (TCP throttles the peer).  DIRECT_BACK_AFTER small reads in
-# a row switch it back.  Measured with bench/run_echo.py (issue #15); the
-# limit of 8 KiB (it was 32) with bench/ab_builds.py, 5 rounds: at 10 KiB
-# the loop's user CPU per request fell 2.46 -> 2.09 us (10 connections)
-# and 2.60 -> 1.70 (1000), at 16 KiB 3.06 -> 1.80, total CPU and req/s
-# unchanged within noise; 1 and 4 KiB reads stay on the ring, where a
-# POLL and a recv(2) per read cost more than the copy.
+# a row switch it back.  1 and 4 KiB reads stay on the ring, where a POLL
+# and a recv(2) per read cost more than the copy; from 8 KiB the copy
+# costs more (docs/benchmarks.md, "Figures behind the code's constants").
 # The bytes objects of both modes come from the loop's spares where one
 # fits: blocks of reads and written chunks nobody refers to any more
 # (read_bytes.h), instead of a malloc() and a free() per read.
@@ -58,17 +55,9 @@
 # zero-copy in view is sent with send(2) inside write(), as the selector
 # loop does; only what the socket does not take is queued for the ring.
 # For large writes the request, its completion and the queue cost more than
-# the system call: echo of 100 KiB, 10 connections, server CPU per request
-# 57.8 -> 50.6 us (3 interleaved rounds, with 32 KiB as the limit).  Since
-# direct reads keep one multishot POLL armed, 10 KiB writes gain too (the
-# limit 8 KiB instead of 32, 7 interleaved rounds: server CPU per request
-# 0.89x at 10 connections, 0.96x at 1000, user CPU 0.90x and 0.96x), where
-# 1 KiB writes did not (1.04x total, 1.26x user at 1000 connections): small
-# writes keep leaving together, many per io_uring_enter.  (Measured again
-# on 2026-12-04 without perf attached: sending small writes inside write()
-# helped the echo and cost aiohttp under wrk a tenth of its requests per
-# second, also when only the iteration's first was sent: docs/
-# benchmarks.md, "Watched by perf".)
+# the system call; small writes gain more from leaving together, many per
+# io_uring_enter (docs/benchmarks.md, "Figures behind the code's
+# constants", and "Watched by perf" for small writes sent inside write()).
 # The send request (StreamSend; its 1 KiB iovec array is allocated at its
 # first SENDMSG) and the write queue (a ChunkQueue: 0.2 KiB) are the loop's, lent
 # to a transport from the first write() until its queue is empty and no
@@ -125,11 +114,9 @@ cdef Py_ssize_t PRESUMED_SENT_MAX = 64 * 1024
 # the head chunk whole).  A bulk sender kept 1 MiB queued, and one SENDMSG
 # of up to 64 chunks handed the socket megabytes at a time, which it
 # accepted to its 4 MiB send buffer: the receiver then copied out bytes
-# long gone from the 1 MiB L2 cache.  Measured on loopback
-# (bench/zc_sender.py tcp SIZE ZC_NEVER, 5 interleaved rounds, both ends
-# in one loop): 1.04x at 4 KiB writes, 1.59x at 16 KiB, 2.24x at 64 KiB,
-# 2.04x at 256 KiB against no limit; 32 and 64 KiB were slower than 128,
-# 256 KiB no faster.
+# long gone from the 1 MiB L2 cache.  A limit keeps what the receiver
+# copies in cache (docs/benchmarks.md, "Figures behind the code's
+# constants": 128 KiB against 32, 64 and 256).
 cdef Py_ssize_t SEND_BATCH_BYTES = 128 * 1024
 # The stdlib's writelines() joins the items on 3.11 and makes a memoryview
 # of each from 3.12 on: the TypeError of a bad item is the one it raises.
