@@ -369,8 +369,9 @@ cdef class BaseTransport:
     cdef bint closed_with_loop(self) except -1:
         """The loop is closed (its ring too, so no request of ours is left
         to name the fd): just close the file.  (The loop's `_closed`, which
-        is_closed() returns: its Python method call cost an accepted
-        connection some 900 instructions of 25,700.)"""
+        is_closed() returns, read directly: a Python method call on every
+        connection's close path; docs/benchmarks.md, "Figures behind the
+        code's constants".)"""
         if not self.loop._closed:
             return False
         self.closing = True
@@ -429,8 +430,8 @@ cdef class BaseTransport:
         as call_connection_lost(transport, exc), a module function: the
         bound method `self._call_connection_lost` was made for each
         handle (and StreamTransport's reached this one through a lookup on
-        the class), some 600 of an accepted connection's 23,000
-        instructions."""
+        the class; docs/benchmarks.md, "Figures behind the code's
+        constants")."""
         try:
             if self.protocol_connected:
                 self.protocol.connection_lost(exc)
@@ -653,8 +654,9 @@ cdef inline bint call_data_received(BaseTransport tr, object data) except -1:
     """tr.protocol.data_received(data), as the stdlib's transports call it:
     anything but SystemExit/KeyboardInterrupt it raises is the transport's
     fatal error.  False then.  (Inline: it is on every read's path.)
-    The method is kept (read_method_status()): the lookup was ~200 of a
-    10 KiB echo request's ~3200 instructions (docs/benchmarks.md)."""
+    The method is kept (read_method_status()): the lookup was the largest
+    cost left of a 10 KiB echo request (docs/benchmarks.md, "The kept
+    data_received")."""
     if read_method_status(tr, tr.protocol, 'data_received', data) == 0:
         return True
     return protocol_call_failed(tr, 'Fatal error: protocol.data_received() call failed.')
