@@ -947,6 +947,11 @@ cdef class RingLoop:
 
     @cython.final
     cdef int reap_after_enter(self, unsigned held) except -1:
+        if self.accepting and ul_cq_overflowed(&self.ring.r):
+            # (a completion queue too small for what is ready: listeners
+            # first, transports/server.pyx)
+            for op in list(self.accepting.values()):
+                (<ServerAccept>op).take_overflowed()
         if not queued(self._ready):
             return self.reap(REAP_ALL)
         self.reap(held)

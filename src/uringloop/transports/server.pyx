@@ -112,40 +112,65 @@ cdef class ServerAccept(Operation):
         return 0
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        cdef int fd
-        cdef int n
         try:
             if res < 0:
                 if res != -ECANCELED:
                     self.accept_failed(res)
                 return 0
-            for n in range(self.burst):
-                if not self.active or self.backing_off:
-                    break
-                self.peer_len = sizeof(self.peer_raw)
-                fd = accept4(self.fd, <sockaddr *>&self.peer_raw, &self.peer_len,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC)
-                if fd < 0:
-                    if errno == EINTR:
-                        continue
-                    if errno != EAGAIN:
-                        self.accept_failed(-errno)
-                    break       # EAGAIN: another process took it, or none left
-                self.accepted(fd)
-            else:
-                # The whole burst taken and the queue perhaps not empty:
-                # accept again in the next iteration, as the selector loop
-                # does for a socket still readable.  A poll armed now would
-                # complete at once but post behind every completion already
-                # waiting; with a completion queue of a few entries those
-                # are many, and connections answered with SYN cookies meet
-                # a full accept queue meanwhile and are reset (issue #58,
-                # item 7).
-                if self.active and not self.backing_off:
-                    self.again = True
-                    self.loop.call_soon(self._accept_again, context=self.context)
+            self.take_burst()
         finally:
             self.arm()      # whatever accepted() raised, the server goes on
+        return 0
+
+    cdef int take_burst(self) except -1:
+        cdef int fd
+        cdef int n
+        for n in range(self.burst):
+            if not self.active or self.backing_off:
+                break
+            self.peer_len = sizeof(self.peer_raw)
+            fd = accept4(self.fd, <sockaddr *>&self.peer_raw, &self.peer_len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC)
+            if fd < 0:
+                if errno == EINTR:
+                    continue
+                if errno != EAGAIN:
+                    self.accept_failed(-errno)
+                break       # EAGAIN: another process took it, or none left
+            self.accepted(fd)
+        else:
+            # The whole burst taken and the queue perhaps not empty:
+            # accept again in the next iteration, as the selector loop
+            # does for a socket still readable.  A poll armed now would
+            # complete at once but post behind every completion already
+            # waiting; with a completion queue of a few entries those
+            # are many, and connections answered with SYN cookies meet
+            # a full accept queue meanwhile and are reset (issue #58,
+            # item 7).
+            if self.active and not self.backing_off:
+                self.again = True
+                self.loop.call_soon(self._accept_again, context=self.context)
+        return 0
+
+    cdef int take_overflowed(self) except -1:
+        """The completion queue overflowed: this listener's readiness may
+        wait in the kernel's overflow list behind many others, while its
+        accept queue fills.  Take what is queued now, in the server's
+        context, as a completion would (the poll stays armed)."""
+        cdef bint entered
+        if not self.active or self.backing_off or self.again or not self.in_flight:
+            return 0
+        context = self.context
+        entered = enter_context(context)
+        try:
+            self.take_burst()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.loop.completion_failed(self, exc)
+        finally:
+            if entered:
+                PyContext_Exit(context)
         return 0
 
     def _accept_again(self):
