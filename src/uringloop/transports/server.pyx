@@ -28,7 +28,10 @@
 # -- the backlog, as the selector loop does -- and then arms the poll
 # again, or, when the whole burst was taken and more may be queued,
 # accepts again in the next iteration as the selector loop does (a poll
-# would complete at once, but post behind every completion waiting).  The burst
+# would complete at once, but post behind every completion waiting).  For
+# the same reason, when the completion queue has overflowed the loop has
+# each armed listener take its queued connections before it dispatches
+# anything (take_overflowed()).  The burst
 # is what keeps a burst of connects alive: a full accept queue makes the
 # kernel answer further SYNs with SYN cookies, and a cookie's connection is
 # reset when its ACK finds the queue still full.  300 clients connecting
