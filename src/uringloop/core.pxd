@@ -207,7 +207,7 @@ cdef class SignalWakeRecv(Operation):
 
 
 include "sockops.pxd"
-include "files.pxd"
+include "file_requests.pxd"
 include "buffer_pool.pxd"
 include "zcrx.pxd"
 include "transports/base.pxd"

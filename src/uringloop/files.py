@@ -1,7 +1,7 @@
 """Async files: uringloop.open(), stat(), and the file objects they give.
 
 On a uringloop loop every request -- open, read, write, fsync, stat,
-truncate, close -- goes through the loop's ring (files.pyx); a read of a
+truncate, close -- goes through the loop's ring (file_requests.pyx); a read of a
 page-cached file completes inside the loop's next io_uring_enter, with no
 thread.  On any other loop (the stdlib's, after a fall-back; uvloop) the
 same objects make the same calls through the loop's default executor, as
@@ -156,7 +156,7 @@ class _ThreadRequests:
         def deliver(ok, value):
             # the result first, then the count: callbacks of the result
             # (a cancelled write's accounting) run before a waiter for
-            # the file's idle, as on the ring (files.pyx)
+            # the file's idle, as on the ring (file_requests.pyx)
             try:
                 if ok and account is not None:
                     account(value)

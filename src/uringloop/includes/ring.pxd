@@ -255,7 +255,7 @@ cdef extern from "ring/zcrx.h" nogil:
 
 
 
-# Files on the ring (files.pyx): openat's and statx's constants and the
+# Files on the ring (file_requests.pyx): openat's and statx's constants and the
 # statx buffer the kernel fills.
 cdef extern from "<fcntl.h>" nogil:
     enum:

@@ -374,7 +374,7 @@ static inline void ul_prep_cancel(struct io_uring_sqe *sqe, uint64_t target, int
 
 /* ---- files: OPENAT, CLOSE, FSYNC, STATX, FTRUNCATE, SPLICE ----------------
  * The path, the statx buffer and the offsets below are read or written by the
- * kernel until the request completes: the Operation holds them (files.pyx). */
+ * kernel until the request completes: the Operation holds them (file_requests.pyx). */
 
 static inline void ul_prep_openat(struct io_uring_sqe *sqe, int dfd, const char *path,
                                   int flags, unsigned mode)

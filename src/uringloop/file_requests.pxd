@@ -1,4 +1,4 @@
-# Declarations of the file requests (bodies in files.pyx).
+# Declarations of the file requests (bodies in file_requests.pyx).
 
 
 cdef class FileRequests:

@@ -1,5 +1,5 @@
 # Files on the ring: OPENAT, READ, WRITE, FSYNC, STATX, FTRUNCATE, CLOSE and
-# SPLICE as Operations.  Included by core.pyx; declared in files.pxd.  The
+# SPLICE as Operations.  Included by core.pyx; declared in file_requests.pxd.  The
 # async file objects users hold (uringloop.open) are in files.py, which
 # calls the functions at the end of this file; docs/files.md is the whole
 # picture.
