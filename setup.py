@@ -87,12 +87,12 @@ class BuildExt(build_ext):
                 self.strip_debug_information(self.get_ext_fullpath(ext.name))
 
     def strip_debug_information(self, path):
-        objcopy = shutil.which("objcopy")
         if not os.path.exists(path):
             return
         with open(path, "rb") as f:
             if b".debug_info" not in f.read():
                 return          # (built before and already apart: nothing to move)
+        objcopy = shutil.which("objcopy")
         if objcopy is None:
             say("no objcopy (binutils): the extension keeps its debug information")
             return

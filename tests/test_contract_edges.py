@@ -14,7 +14,7 @@ import time
 import pytest
 
 import uringloop
-from conftest import recv_until_eof, until_held
+from conftest import on_both_loops, recv_until_eof, until_held
 
 
 # ---- a burst of connects bigger than the backlog ---------------------------
@@ -84,16 +84,9 @@ def test_a_burst_of_connects_on_a_small_ring_is_served_whole(entries, monkeypatc
     cookies (up to 96 of 300); the selector loop serves all."""
     monkeypatch.setenv("URINGLOOP_RING_ENTRIES", entries)
     loop = uringloop.new_event_loop()
-    try:
-        assert loop.stats()["cq_entries"] == int(entries.split(",")[1])
-        ours = burst_of_connects(loop, 10)
-    finally:
-        loop.close()
-    reference = asyncio.SelectorEventLoop()
-    try:
-        theirs = burst_of_connects(reference, 10)
-    finally:
-        reference.close()
+    assert loop.stats()["cq_entries"] == int(entries.split(",")[1])
+    loop.close()
+    ours, theirs = on_both_loops(burst_of_connects, 10)
     assert sorted(set(ours)) == sorted(set(theirs)) == ["served"], (
         ours.count("served"), theirs.count("served"))
 
