@@ -12,7 +12,7 @@ the extension's .gnu_debuglink -- beside it for an in-place build, else
 in $URINGLOOP_DEBUG_SYMBOLS (tests/release.py: the dist folder) or the
 build's temporary folder.  `URINGLOOP_STRIP=0` keeps it in the extension.
 `URINGLOOP_PGO=1` makes a profile-guided build (GCC 10 or later): the
-extension is compiled instrumented, pgo_training.py runs on it, and it is
+extension is compiled instrumented, tools/pgo_training.py runs on it, and it is
 compiled again with the counts that left (the release builds do this:
 docs/releasing.md; why: docs/design.md, "The build").  Where the training
 cannot run (no io_uring: a container's seccomp profile, an old kernel) or
@@ -142,7 +142,7 @@ class BuildExt(build_ext):
             shutil.rmtree(profile_dir, ignore_errors=True)
 
     def train(self, ext, profile_dir):
-        """Run pgo_training.py on the instrumented build, from a copy of the
+        """Run tools/pgo_training.py on the instrumented build, from a copy of the
         package beside it; the number of profile files it left (0: none,
         and the build goes on without)."""
         inplace, self.inplace = self.inplace, False
@@ -157,7 +157,7 @@ class BuildExt(build_ext):
             env = dict(os.environ, PYTHONPATH=tmp, PYTHONNOUSERSITE="1")
             try:
                 out = subprocess.run(
-                    [sys.executable, os.path.join(HERE, "pgo_training.py"), "--expect", package],
+                    [sys.executable, os.path.join(HERE, "tools", "pgo_training.py"), "--expect", package],
                     env=env, capture_output=True, text=True, timeout=300)
             except subprocess.TimeoutExpired:
                 say("the profile training did not finish in 300 s; building without a profile")

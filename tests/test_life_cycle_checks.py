@@ -20,6 +20,7 @@ DEBUG_BUILD = core.debug_counters() is not None
 RULES = {
     "submitted twice": "an Operation submitted while its request is in flight",
     "completed twice": "a completion for an Operation with no request in flight",
+    "cancelled idle": "an Operation moved between life states its table does not join",
     "read state": "moved between read states its table does not join",
     "send state": "moved between send states its table does not join",
 }

@@ -1,5 +1,5 @@
 """The profile-guided build (setup.py with URINGLOOP_PGO=1, as the release
-builds make it): the instrumented build, pgo_training.py on it, the second
+builds make it): the instrumented build, tools/pgo_training.py on it, the second
 compile with its counts; and where the training cannot run (io_uring
 refused, as in Docker's default seccomp profile), a build without a
 profile that says so.  Each builds a copy of the tree, unoptimised (the
@@ -54,7 +54,8 @@ def copy_tree(dest):
     with its time: Cython then does not translate again)."""
     shutil.copytree(os.path.join(ROOT, "src"), dest / "src",
                     ignore=shutil.ignore_patterns("*.so", "__pycache__", "*.html"))
-    for part in ("setup.py", "pyproject.toml", "pgo_training.py", "README.md",
+    (dest / "tools").mkdir()
+    for part in ("setup.py", "pyproject.toml", "tools/pgo_training.py", "README.md",
                  "LICENSE-MIT", "LICENSE-APACHE"):
         shutil.copy2(os.path.join(ROOT, part), dest / part)
 

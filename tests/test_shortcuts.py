@@ -1,4 +1,4 @@
-"""The one switch over the CPython shortcuts (src/uringloop/shortcuts.pyx):
+"""The one switch over the CPython shortcuts (src/uringloop/shortcuts/switch.pyx):
 URINGLOOP_SHORTCUTS turns them all off, or keeps those named; a bad value
 is a clear error for Loop() and `python -m uringloop`; and with them off
 the loop does what the stdlib does where they used to skip a step.  (CI

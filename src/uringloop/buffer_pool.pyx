@@ -345,3 +345,23 @@ cdef class BufferPool:
             'regions_dropped': self.regions_dropped,
             'unregistered_reason': self.unregistered_reason,
         }
+
+
+# RingLoop takes it as it is (zerocopy_buffer = zerocopy_buffer)
+def zerocopy_buffer(RingLoop self, size):
+    """Memory of `size` bytes from the loop's registered-buffer pool,
+    for transport.write_zerocopy() / sendto_zerocopy(): a zero-copy send
+    from it pins no pages (IORING_RECVSEND_FIXED_BUF).  Returns a
+    RegisteredBuffer; its .registered is False when the kernel refused
+    the registration (RLIMIT_MEMLOCK, see stats()['buffer_pool']), and
+    it then works as ordinary memory.  Raises ValueError for a size
+    outside 1 byte..1 GiB, TypeError for a non-integer, RuntimeError
+    on a closed loop."""
+    size = PyNumber_Index(size)
+    if not 0 < size <= MAX_BUFFER:
+        raise ValueError(f'size must be between 1 and {MAX_BUFFER} bytes, not {size}')
+    if not self.ring.open:
+        raise RuntimeError('Event loop is closed')
+    if self.buffer_pool is None:
+        self.buffer_pool = BufferPool.__new__(BufferPool)
+    return self.buffer_pool.allocate(&self.ring.r, <size_t>size)

@@ -1,8 +1,9 @@
 # Declarations of the loop core: Ring, Operation, RingLoop and the loop's own
 # requests here, the rest in the .pxd files included at the end.  The bodies
-# live in core.pyx and the files it includes (ring.pyx, operation.pyx,
-# sockops.pyx, fdwatch.pyx, buffer_pool.pyx, zcrx.pyx, transports/*.pyx):
-# one extension, so calls between them are C calls.
+# live in core.pyx and the files it includes (debug.pyx, shortcuts/*.pyx,
+# ring.pyx, operation.pyx, sockops.pyx, fdwatch.pyx, buffer_pool.pyx,
+# zcrx.pyx, transports/*.pyx): one extension, so calls between them are C
+# calls.
 
 cimport cython
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t
@@ -61,14 +62,22 @@ cdef class Ring:
     cdef int close(self) except -1
 
 
+# An Operation's life (Operation.life), changed by set_life() alone
+# (operation.pyx), whose moves the debug build checks (LIFE_MOVES)
+cdef enum:
+    OP_IDLE             # made, or done: the kernel holds no request of it
+    OP_IN_FLIGHT        # a request tagged with it (track()) until its final CQE
+    OP_CANCELLING       # ... and an ASYNC_CANCEL for it sent (cancel_op())
+
+
 cdef class Operation:
     # One request the kernel may still be working on: made, armed, in
     # flight, completing, done (or cancelled, drained).  The life cycle and
     # its exceptions: operation.pyx's header, the one place it is written.
     cdef RingLoop loop
     cdef object future
-    cdef bint in_flight
-    cdef bint cancel_requested
+    cdef unsigned char life          # OP_IDLE, OP_IN_FLIGHT, OP_CANCELLING:
+                                     # changed by set_life() only
     cdef bint sends                  # a send: dispatched ahead of completions
                                      # held for ready callbacks (dispatch_ahead)
     cdef object context              # contextvars.Context its completion runs in
@@ -162,15 +171,8 @@ cdef class RingLoop:
     cdef int arm_wakeup(self) except -1
     @cython.final
     cdef int run_once(self) except -1
-    @cython.final
-    cdef bint run_once_is_ours(self) except -1
-    cdef unsigned int run_once_tag    # the class version run_once_is_ours() last looked up
-    @cython.final
-    cdef bint futures_are_ours(self) except -1
-    @cython.final
-    cdef bint call_soon_is_ours(self) except -1
-    @cython.final
-    cdef bint method_is_ours(self, str name, object ours, unsigned int *tag) except -1
+    cdef unsigned int run_once_tag    # version tags the loop_methods shortcut last saw
+                                  # (shortcuts/loop_methods.pyx)
     cdef unsigned int create_future_tag
     cdef unsigned int call_soon_tag
     @cython.final
@@ -182,8 +184,6 @@ cdef class RingLoop:
     cdef object ready_handle(self, type kind, object callback, tuple args, object context)
     cdef close_ring_now(self)
     cdef close_wakeup_fd(self)
-    cdef add_watch(self, dict watches, object fd, unsigned mask, object callback, tuple args)
-    cdef object remove_watch(self, dict watches, object fd)
     cdef int ensure_recv_buffers(self) except -1
     @cython.final
     cdef int flush_sends(self) except -1
@@ -210,6 +210,7 @@ include "sockops.pxd"
 include "file_requests.pxd"
 include "buffer_pool.pxd"
 include "zcrx.pxd"
+include "shortcuts/kept_methods.pxd"
 include "transports/base.pxd"
 include "transports/zerocopy.pxd"
 include "transports/stream.pxd"

@@ -102,84 +102,7 @@ from asyncio import (base_events, constants, events, exceptions, futures,
                      format_helpers, protocols, sslproto, tasks, transports, trsock)
 from asyncio.log import logger
 
-cdef extern from "debug.h":
-    int UL_DEBUG_BUILD
-    int UL_LIVE_KINDS
-    enum:
-        UL_LIVE_LOOPS
-        UL_LIVE_LOOP_FDS
-        UL_LIVE_OPERATIONS
-        UL_LIVE_TRANSPORTS
-        UL_LIVE_BUFFER_VIEWS
-        UL_LIVE_POOL_REGIONS
-        UL_LIVE_REGISTERED_BUFFERS
-        UL_LIVE_ZCRX_PIECES
-    void UL_COUNT(int kind, long delta)
-    long UL_LIVE(int kind)
-
-cdef extern from "Python.h":
-    void Py_FatalError(const char *message) noexcept
-
-
-def debug_counters():
-    """The debug build's live-object counters (see debug.h), or None in the
-    normal build.  After a loop is closed and collected every one is 0."""
-    if not UL_DEBUG_BUILD:
-        return None
-    return {
-        'loops': UL_LIVE(UL_LIVE_LOOPS),
-        'loop_fds': UL_LIVE(UL_LIVE_LOOP_FDS),
-        'operations': UL_LIVE(UL_LIVE_OPERATIONS),
-        'transports': UL_LIVE(UL_LIVE_TRANSPORTS),
-        'buffer_views': UL_LIVE(UL_LIVE_BUFFER_VIEWS),
-        'pool_regions': UL_LIVE(UL_LIVE_POOL_REGIONS),
-        'registered_buffers': UL_LIVE(UL_LIVE_REGISTERED_BUFFERS),
-        'zcrx_pieces': UL_LIVE(UL_LIVE_ZCRX_PIECES),
-    }
-
-
-def _break_a_rule(str rule):
-    """Tests of the debug build only (tests/test_life_cycle_checks.py):
-    break one of the rules the debug build checks, which stops the process
-    with Py_FatalError, as a bug that broke it would.  Raises RuntimeError
-    in the normal build, which does not check (and would corrupt memory)."""
-    cdef RingLoop loop
-    cdef Operation op
-    cdef StreamTransport tr
-    if not UL_DEBUG_BUILD:
-        raise RuntimeError('only the debug build checks these rules')
-    loop = Loop()
-    op = Operation.__new__(Operation)
-    op.loop = loop
-    if rule == 'submitted twice':
-        ul_prep_nop(loop.sqe_for(op))
-        ul_prep_nop(loop.sqe_for(op))
-    elif rule == 'completed twice':
-        loop.dispatch(op, 0, 0)
-    elif rule in ('read state', 'send state'):
-        a, b = socket.socketpair()
-        a.setblocking(False)
-        tr = loop._make_socket_transport(a, protocols.Protocol())
-        if rule == 'read state':
-            tr.abort()                          # -> READ_CLOSED
-            tr.set_read_state(READ_ON)          # a closed transport reads again
-        else:
-            tr.set_send_state(SEND_SENDING)     # a send never written from idle
-    else:
-        raise ValueError(f'no such rule: {rule!r}')
-    raise AssertionError(f'the debug build did not stop at {rule!r}')
-
-
-cdef inline int hold_view(object obj, Py_buffer *view, int flags) except -1:
-    """PyObject_GetBuffer, counted in the debug build; pair with drop_view."""
-    PyObject_GetBuffer(obj, view, flags)
-    UL_COUNT(UL_LIVE_BUFFER_VIEWS, 1)
-    return 0
-
-
-cdef inline void drop_view(Py_buffer *view) noexcept:
-    PyBuffer_Release(view)
-    UL_COUNT(UL_LIVE_BUFFER_VIEWS, -1)
+include "debug.pyx"
 
 
 cdef extern from "<errno.h>" nogil:
@@ -221,14 +144,14 @@ cdef extern from "read_bytes.h":
     void ul_bytes_done(ul_spare_bytes *sp, object b, Py_ssize_t room)
     void ul_bytes_sent(ul_spare_bytes *sp, object b)
     void ul_spare_clear(ul_spare_bytes *sp)
-    int ul_rb_shortcut      # 0: no spares, no shrink in place (shortcuts.pyx)
+    int ul_rb_shortcut      # 0: no spares, no shrink in place (shortcuts/switch.pyx)
 
 cdef extern from *:
     """
     /* Drop the items of a list no one else can reach meanwhile, keeping
      * its item array: PyList_SetSlice() to nothing frees the array, and
      * the next append allocates it again (a free, a malloc and the slice
-     * code per iteration that sends: some 130 instructions). */
+     * code per iteration that sends; docs/benchmarks.md, "Behind the comments"). */
     static void ul_list_empty(PyObject *list)
     {
         PyListObject *l = (PyListObject *)list;
@@ -293,7 +216,7 @@ cdef object new_future(RingLoop loop):
     """loop.create_future(), minus the Python frame of BaseEventLoop's when
     no subclass replaced it (each sock_*() call makes one; a zero-copy
     send's future is a ZeroCopyFuture, transports/zerocopy.pyx)."""
-    if loop.futures_are_ours():
+    if futures_are_ours(loop):
         return _Future(loop=loop)
     return loop.create_future()
 
@@ -376,13 +299,12 @@ cdef tune_malloc():
     bytes object, and a write() keeps its bytes until the kernel has sent
     them, so large short-lived allocations overlap.  With glibc's defaults a
     free at the top of the heap larger than 128 KiB is given back with brk(),
-    and the next allocation faults the pages in again: measured on the
-    100 KiB echo benchmark, 20 page faults and ~0.6 brk() per request, the
-    server at a third of its speed.  So, once per process: trim only beyond
+    and the next allocation faults the pages in again, request after
+    request of a large echo.  So, once per process: trim only beyond
     16 MiB, and mmap only allocations above 4 MiB.  (Each allocation glibc
-    mmaps is fresh pages, faulted in as the kernel fills them: a 1 MiB file
-    read into a new bytes object spent 790 us of system time in faults with
-    the threshold at 1 MiB, 240 us at 4 MiB, bench/run_files.py seq1m.)
+    mmaps is fresh pages, faulted in as the kernel fills them: a large file
+    read faults less with the higher threshold.  Figures:
+    docs/benchmarks.md, "Behind the comments".)
     Skipped when the user set MALLOC_TRIM_THRESHOLD_ /
     MALLOC_MMAP_THRESHOLD_ or URINGLOOP_TUNE_MALLOC=0.
     """
@@ -415,38 +337,19 @@ Handle = events.Handle
 TimerHandle = events.TimerHandle
 
 
-# call_soon makes a Handle per callback, and Handle.__init__ (Python) was
-# half of call_soon's cost.  Outside debug mode it only stores seven slots,
-# so new_handle() allocates the instance and stores them itself, at the
-# offsets of Handle's slot descriptors -- the same object, made the same
-# way, without the frame.  setup_fast_handles() checks the layout it relies
-# on and compares one handle made each way; on any difference (another
-# Python, a patched Handle) call_soon keeps calling Handle().
 cdef extern from "Python.h":
-    ctypedef struct PyMemberDef:
-        Py_ssize_t offset
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef *d_member
-    object PyType_GenericAlloc(PyTypeObject *t, Py_ssize_t nitems)
     object PyContext_CopyCurrent()
     int PyContext_Enter(object ctx) except -1
     int context_enter "PyContext_Enter"(object ctx) noexcept    # -1: an error is set
     int PyContext_Exit(object ctx) except -1
-    bint PyContext_CheckExact(PyObject *o)
-    bint PyTuple_CheckExact(PyObject *o)
-    PyObject *PY_TRUE "Py_True"
-    PyObject *PY_FALSE "Py_False"
-    ctypedef struct PyTypeVersion "PyTypeObject":
-        unsigned long tp_flags
-        unsigned int tp_version_tag
-    unsigned long Py_TPFLAGS_VALID_VERSION_TAG
+
 
 cdef inline int enter_context(object context) except -1:
     """Enter the context a transport's (or server's) work runs in: 1 when
     entered, for the caller to exit; 0 for None, or a context already
     entered (a reap nested in its own callback), which is kept.  (Without
-    a try block: its saving and restoring of the exception state were ~20
-    instructions of each completion's dispatch.)"""
+    a try block, whose saving and restoring of the exception state each
+    completion's dispatch would pay.)"""
     if context is None:
         return 0
     if context_enter(context) == 0:
@@ -457,85 +360,13 @@ cdef inline int enter_context(object context) except -1:
     return -1
 
 
-include "shortcuts.pyx"
+include "shortcuts/switch.pyx"
 ul_rb_shortcut = SC_SPARE_BYTES
 
-
-cdef Py_ssize_t H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT
-cdef bint fast_handles = False
-HANDLE_INIT = Handle.__init__
-# Handle's type version tag when its __init__ was last seen to be
-# HANDLE_INIT: any assignment to the class (a patch) changes the tag, so
-# while it is the same, the lookup of Handle.__init__ need not be made
-cdef unsigned int handle_init_tag = 0
-
-
-cdef inline bint handle_init_as_is() except -1:
-    """Handle.__init__ is the stdlib's."""
-    global handle_init_tag
-    cdef PyTypeVersion *t = <PyTypeVersion *><PyObject *>Handle
-    if (handle_init_tag != 0 and t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG
-            and t.tp_version_tag == handle_init_tag):
-        return True
-    if Handle.__init__ is not HANDLE_INIT:
-        return False
-    # (the lookup gave the type a valid tag, unless the tags ran out)
-    handle_init_tag = t.tp_version_tag if t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG else 0
-    return True
-
-
-cdef inline void store_slot(object obj, Py_ssize_t offset, object value) noexcept:
-    """Store value in a still-empty slot of a fresh object."""
-    Py_INCREF(value)
-    (<PyObject **>((<char *><PyObject *>obj) + offset))[0] = <PyObject *>value
-
-
-cdef object new_handle(type kind, object callback, object args, object loop, object context):
-    """kind(callback, args, loop, context) for a loop not in debug mode:
-    a Handle, or ReadingHandle (which adds no slot)."""
-    if not fast_handles or not handle_init_as_is():
-        return kind(callback, args, loop, context)
-    if context is None:
-        context = PyContext_CopyCurrent()
-    handle = PyType_GenericAlloc(<PyTypeObject *>kind, 0)
-    store_slot(handle, H_CONTEXT, context)
-    store_slot(handle, H_LOOP, loop)
-    store_slot(handle, H_CALLBACK, callback)
-    store_slot(handle, H_ARGS, args)
-    store_slot(handle, H_CANCELLED, False)
-    store_slot(handle, H_REPR, None)
-    store_slot(handle, H_TRACEBACK, None)
-    return handle
-
-
-class _NotDebugging:
-    def get_debug(self):
-        return False
-
-
-cdef setup_fast_handles():
-    global fast_handles, H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT
-    names = ('_callback', '_args', '_cancelled', '_loop', '_source_traceback', '_repr',
-             '_context')
-    offsets = []
-    if not SC_HANDLE_SLOTS:
-        return
-    if set(getattr(Handle, '__slots__', ())) != set(names) | {'__weakref__'}:
-        return
-    for name in names:
-        desc = Handle.__dict__.get(name)
-        if type(desc) is not types.MemberDescriptorType:
-            return
-        offsets.append((<PyMemberDescrObject *><PyObject *>desc).d_member.offset)
-    H_CALLBACK, H_ARGS, H_CANCELLED, H_LOOP, H_TRACEBACK, H_REPR, H_CONTEXT = offsets
-    fast_handles = True
-    loop, context, args = _NotDebugging(), contextvars.copy_context(), (1, 2)
-    made, reference = new_handle(Handle, print, args, loop, context), Handle(print, args, loop, context)
-    if (type(made) is not Handle or
-            any(getattr(made, name) is not getattr(reference, name) for name in names)):
-        fast_handles = False
-
-setup_fast_handles()
+include "shortcuts/handle_slots.pyx"
+include "shortcuts/ready_queue.pyx"
+include "shortcuts/socket_objects.pyx"
+include "shortcuts/kept_methods.pyx"
 
 
 class ReadingHandle(Handle):
@@ -556,103 +387,6 @@ class ReadingHandle(Handle):
             self._args[0]._start_reading_cb()
 
 ReadingHandle.__name__ = ReadingHandle.__qualname__ = 'Handle'
-
-
-# The loop's _ready is the deque BaseEventLoop.__init__ made: its methods
-# are called as the functions they are, without a lookup on the instance
-cdef object DEQUE = collections.deque
-cdef object DEQUE_APPEND = collections.deque.append
-cdef object DEQUE_POPLEFT = collections.deque.popleft
-
-
-cdef extern from "Python.h":
-    Py_ssize_t Py_SIZE(object o)
-
-
-cdef inline bint queued(object queue) except -1:
-    """bool(queue) for the loop's _ready deque and _scheduled list, read
-    from their size (both keep their length in ob_size) rather than
-    through PyObject_IsTrue: three tests an iteration."""
-    if SC_READY_QUEUE and (type(queue) is DEQUE or type(queue) is list):
-        return Py_SIZE(queue) != 0
-    return bool(queue)
-
-
-cdef inline int ready_append(object ready, object handle) except -1:
-    """ready.append(handle), for the loop's _ready."""
-    if type(ready) is DEQUE:
-        DEQUE_APPEND(ready, handle)
-    else:
-        ready.append(handle)
-    return 0
-
-
-cdef inline PyObject *handle_slot(object handle, Py_ssize_t offset):
-    """What a slot of a Handle holds, borrowed (NULL when it is empty);
-    only with fast_handles, for a Handle, TimerHandle or ReadingHandle."""
-    return (<PyObject **>((<char *><PyObject *>handle) + offset))[0]
-
-
-cdef int run_handle(object handle) except -1:
-    """What asyncio.Handle._run does, without its Python frame: run the
-    callback in its context, hand an exception to the exception handler.
-    For a Handle, TimerHandle or ReadingHandle only (run_ready()).  With
-    fast_handles, the slots are read at their offsets and the context is
-    entered here, where handle._context.run(handle._callback, *handle._args)
-    looked up four attributes and a method and built a tuple of the
-    arguments (with the _cancelled test, 3.4% of a server's user time per
-    connection); anything unusual in them (an empty slot, a context or
-    arguments of another type) takes that line as it is."""
-    cdef PyObject *context_slot
-    cdef PyObject *callback_slot
-    cdef PyObject *args_slot
-    cdef object context, callback
-    try:
-        if fast_handles:
-            context_slot = handle_slot(handle, H_CONTEXT)
-            callback_slot = handle_slot(handle, H_CALLBACK)
-            args_slot = handle_slot(handle, H_ARGS)
-            if (context_slot != NULL and callback_slot != NULL and args_slot != NULL
-                    and PyContext_CheckExact(context_slot) and PyTuple_CheckExact(args_slot)):
-                # references of our own: the callback may cancel its handle,
-                # which (in debug mode) empties these slots
-                context, callback = <object>context_slot, <object>callback_slot
-                args = <tuple>args_slot
-                PyContext_Enter(context)
-                try:
-                    callback(*args)
-                finally:
-                    PyContext_Exit(context)
-                return 0
-        handle._context.run(handle._callback, *handle._args)
-    except (SystemExit, KeyboardInterrupt):
-        raise
-    except BaseException as exc:
-        callback = format_helpers._format_callback_source(handle._callback, handle._args)
-        context = {'message': f'Exception in callback {callback}',
-                   'exception': exc, 'handle': handle}
-        if handle._source_traceback:
-            context['source_traceback'] = handle._source_traceback
-        handle._loop.call_exception_handler(context)
-    return 0
-
-
-cdef inline bint handle_cancelled(object handle) except -1:
-    """handle._cancelled, true or not, for a handle run_handle() runs."""
-    cdef PyObject *flag
-    if fast_handles:
-        flag = handle_slot(handle, H_CANCELLED)
-        if flag == PY_FALSE:
-            return False
-        if flag == PY_TRUE:
-            return True
-    return bool(handle._cancelled)
-
-
-cdef extern from "Python.h":
-    PyObject **_PyObject_GetDictPtr(object)
-    PyObject *_PyType_Lookup(PyTypeObject *type, object name)
-    PyTypeObject *Py_TYPE(object o)
 
 
 cdef inline double monotonic() noexcept nogil:
@@ -676,6 +410,7 @@ include "zcrx_simulated.pyx"
 include "transports/base.pyx"
 include "transports/zerocopy.pyx"
 include "transports/stream.pyx"
+include "transports/stream_writing.pyx"
 include "transports/stream_readers.pyx"
 include "transports/server.pyx"
 include "transports/datagram.pyx"
@@ -778,14 +513,11 @@ cdef class RingLoop:
         queue's, whose completions come to dispatch() too; NULL for a
         simulated one): tag it with op, take the kernel's reference, count
         it in flight (operation.pyx, the life of a request)."""
-        if UL_DEBUG_BUILD and op.in_flight:
-            # one request per Operation at a time; a second would drop the
-            # reference at the first one's final CQE while the kernel holds
-            # the other
-            Py_FatalError(b'uringloop: an Operation submitted while its '
-                          b'request is in flight')
+        # (one request per Operation at a time, which set_life() checks: a
+        # second would drop the reference at the first one's final CQE
+        # while the kernel holds the other)
+        set_life(op, OP_IN_FLIGHT)
         Py_INCREF(op)
-        op.in_flight = True
         self.ops_in_flight += 1
         if sqe != NULL:
             ul_sqe_set_data(sqe, <uint64_t><uintptr_t><PyObject *>op)
@@ -794,10 +526,9 @@ cdef class RingLoop:
     cdef int forget(self, Operation op) except -1:
         """The ring that held op's request is closed (a zcrx queue's): the
         kernel posts no final completion, so end it as one would."""
-        if not op.in_flight:
+        if op.life == OP_IDLE:
             return 0
-        op.in_flight = False
-        op.cancel_requested = False
+        set_life(op, OP_IDLE)
         self.ops_in_flight -= 1
         Py_DECREF(op)
         return 0
@@ -1001,8 +732,8 @@ cdef class RingLoop:
             found += 1
             cqe.user_data = 0           # reap() skips it
         # (copied first: a completion handler may reap, which moves the
-        # ring's head under the loop above; C copies, as a Python tuple per
-        # completion was 3% of a zero-copy datagram flood's CPU)
+        # ring's head under the loop above; C copies, not a Python tuple
+        # per completion)
         try:
             for i in range(found):
                 self.dispatch(<Operation><PyObject *><uintptr_t>copies[i].user_data,
@@ -1053,14 +784,13 @@ cdef class RingLoop:
         # (op.context may change inside complete(): a pooled StreamSend
         # handed to another transport; the one entered is the one left)
         cdef object context = op.context
-        if UL_DEBUG_BUILD and not op.in_flight:
+        if UL_DEBUG_BUILD and op.life == OP_IDLE:
             # its final CQE came already: the kernel's reference was dropped
             # and op may be freed memory (docs/design.md, the life cycle)
             Py_FatalError(b'uringloop: a completion for an Operation with no '
                           b'request in flight')
         if final:
-            op.in_flight = False
-            op.cancel_requested = False
+            set_life(op, OP_IDLE)
             self.ops_in_flight -= 1
         try:
             if not self.draining:
@@ -1122,7 +852,7 @@ cdef class RingLoop:
         own callbacks (connection_made, connection_lost, reading started),
         without the Python-level call of the method; a subclass's
         call_soon() and the debug mode's checks are still called."""
-        if self._debug or not self.call_soon_is_ours():
+        if self._debug or not call_soon_is_ours(self):
             return self.call_soon(callback, *args, context=context)
         return self.ready_handle(Handle, callback, args, context)
 
@@ -1131,7 +861,7 @@ cdef class RingLoop:
         """soon() of a new transport's protocol.connection_made(transport),
         then of its _start_reading_cb(): one ReadingHandle where soon()
         makes the handles itself."""
-        if self._debug or not self.call_soon_is_ours():
+        if self._debug or not call_soon_is_ours(self):
             self.call_soon(protocol.connection_made, transport, context=context)
             self.call_soon(transport._start_reading_cb, context=context)
         else:
@@ -1150,8 +880,7 @@ cdef class RingLoop:
 
     def create_future(self):
         """As BaseEventLoop.create_future(), without its Python frame
-        (aiohttp makes one per request: 1.3% of its hello-world server's
-        samples were that frame)."""
+        (aiohttp makes one per request)."""
         return _Future(loop=self)
 
     def call_soon(self, callback, *args, context=None):
@@ -1181,63 +910,18 @@ cdef class RingLoop:
         by the stdlib's run_forever() (whose Python loop calls it and then
         tests _stopping), it runs iterations until _stopping is set: the
         same iterations, tested the same way, without the frame's bytecode,
-        the method lookup and the call per iteration (7% of the user time
-        of a 100 KiB echo server, which makes one iteration per request).
+        the method lookup and the call per iteration (a server that makes
+        one iteration per request paid them per request: docs/benchmarks.md, "Behind the comments").
         It goes back to one iteration a call as soon as _run_once is not
         this method any more (a subclass's, or one set on the loop or its
         class, say by a monitor that times iterations)."""
         self.run_once()
         if self.batch_iterations:
-            while not self._stopping and self.run_once_is_ours():
+            while not self._stopping and run_once_is_ours(self):
                 # what the frame's eval loop would have done between calls:
                 # run the Python handlers of signals that came meanwhile
                 PyErr_CheckSignals()
                 self.run_once()
-
-    @cython.final
-    cdef bint run_once_is_ours(self) except -1:
-        """loop._run_once is RingLoop._run_once: nothing on the instance
-        or in a class above RingLoop replaces it."""
-        if not SC_RUN_ONCE_TAG:
-            return False        # one iteration per _run_once() call
-        return self.method_is_ours('_run_once', RUN_ONCE, &self.run_once_tag)
-
-    @cython.final
-    cdef bint futures_are_ours(self) except -1:
-        """loop.create_future is RingLoop's: a future can be made without
-        the call.  Asked at each use, so that one set on the loop or its
-        class later (instrumentation does) is called where the stdlib
-        calls it."""
-        if not SC_LOOP_METHODS:
-            return False
-        return self.method_is_ours('create_future', CREATE_FUTURE, &self.create_future_tag)
-
-    @cython.final
-    cdef bint call_soon_is_ours(self) except -1:
-        """loop.call_soon is RingLoop's (as futures_are_ours())."""
-        if not SC_LOOP_METHODS:
-            return False
-        return self.method_is_ours('call_soon', CALL_SOON, &self.call_soon_tag)
-
-    @cython.final
-    cdef bint method_is_ours(self, str name, object ours, unsigned int *tag) except -1:
-        """A lookup of `name` on this loop finds `ours`: the class's answer
-        is kept with the class's version tag (any change to the class or
-        one above it clears the tag), the instance's dict is asked each
-        time (one probe of a dict whose keys are interned)."""
-        cdef PyObject **dictptr
-        cdef PyTypeVersion *t = <PyTypeVersion *>Py_TYPE(self)
-        if not (tag[0] != 0 and t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG
-                and t.tp_version_tag == tag[0]):
-            # the class (or one above it) changed since the last lookup:
-            # look again, and note the version the answer holds for
-            if _PyType_Lookup(Py_TYPE(self), name) != <PyObject *>ours:
-                return False
-            tag[0] = (t.tp_version_tag if t.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG
-                      else 0)
-        dictptr = _PyObject_GetDictPtr(self)
-        return (dictptr == NULL or dictptr[0] == NULL
-                or PyDict_GetItemWithError(<object>dictptr[0], name) == NULL)
 
     @cython.final
     cdef int run_once(self) except -1:
@@ -1344,51 +1028,6 @@ cdef class RingLoop:
                 handle._run()
         return 0
 
-    # ---- readiness callbacks -----------------------------------------
-
-    cdef add_watch(self, dict watches, object fileobj, unsigned mask, object callback, tuple args):
-        cdef FdWatch watch
-        self._check_closed()
-        fd = fileobj_to_fd(fileobj)
-        self._ensure_fd_no_transport(fd)
-        watch = watches.get(fd)
-        if watch is None:
-            check_fd_open(fd)
-        handle = events.Handle(callback, args, self, None)
-        if watch is None:
-            watch = new_fd_watch(self, fd, mask)
-            watches[fd] = watch
-        elif watch.handle is not None:
-            watch.handle.cancel()
-        watch.fileobj = fileobj
-        watch.handle = handle
-        watch.arm()
-        return handle
-
-    cdef object remove_watch(self, dict watches, object fileobj):
-        cdef FdWatch watch
-        if self.is_closed():
-            if not isinstance(fileobj, int):
-                try:
-                    int(fileobj.fileno())
-                except (AttributeError, TypeError, ValueError):
-                    raise ValueError(f"Invalid file object: {fileobj!r}") from None
-            return False
-        fd = find_watch_fd(watches, fileobj)
-        self._ensure_fd_no_transport(fd)
-        watch = watches.pop(fd, None)
-        if watch is None:
-            return False
-        watch.stop()
-        return True
-
-    def _ensure_fd_no_transport(self, fd):
-        ref = self._transports.get(fd)
-        transport = ref() if ref is not None else None
-        if transport is not None and not transport.is_closing():
-            raise RuntimeError(
-                f'File descriptor {fd!r} is used by transport {transport!r}')
-
     @cython.final
     cdef int flush_sends(self) except -1:
         """Hand what was written this iteration to the kernel: each
@@ -1397,17 +1036,17 @@ cdef class RingLoop:
         SENDMSG for a stream, one chain for datagrams)."""
         cdef list todo = self.send_flushes
         cdef list spare = self.spare_flushes
-        # two lists take turns (a new one per iteration was 0.5% of a 1 KiB
-        # echo server's user time); None while one is being run through
+        # two lists take turns (not a new one per iteration); None while
+        # one is being run through
         self.spare_flushes = None
         self.send_flushes = spare if spare is not None else []
         try:
             for tr in todo:
                 (<BaseTransport>tr).flush_sends()
         finally:
-            # emptied in place, its room kept (`del todo[:]` made a slice
-            # object each iteration, 2.5% of a 1 KiB echo server's user
-            # time); no one else holds it until it is spare_flushes again
+            # emptied in place, its room kept (`del todo[:]` would make a
+            # slice object each iteration); no one else holds it until it
+            # is spare_flushes again
             ul_list_empty(todo)
             self.spare_flushes = todo
         return 0
@@ -1423,24 +1062,6 @@ cdef class RingLoop:
                                 f"{os.strerror(-ret)}")
         self.recv_buffers_ready = True
         return 0
-
-    def zerocopy_buffer(self, size):
-        """Memory of `size` bytes from the loop's registered-buffer pool,
-        for transport.write_zerocopy() / sendto_zerocopy(): a zero-copy send
-        from it pins no pages (IORING_RECVSEND_FIXED_BUF).  Returns a
-        RegisteredBuffer; its .registered is False when the kernel refused
-        the registration (RLIMIT_MEMLOCK, see stats()['buffer_pool']), and
-        it then works as ordinary memory.  Raises ValueError for a size
-        outside 1 byte..1 GiB, TypeError for a non-integer, RuntimeError
-        on a closed loop."""
-        size = PyNumber_Index(size)
-        if not 0 < size <= MAX_BUFFER:
-            raise ValueError(f'size must be between 1 and {MAX_BUFFER} bytes, not {size}')
-        if not self.ring.open:
-            raise RuntimeError('Event loop is closed')
-        if self.buffer_pool is None:
-            self.buffer_pool = BufferPool.__new__(BufferPool)
-        return self.buffer_pool.allocate(&self.ring.r, <size_t>size)
 
     # ---- transports --------------------------------------------------
 
@@ -1490,21 +1111,15 @@ cdef class RingLoop:
     _stop_serving = _stop_serving
     _accept_connection2 = _accept_connection2
 
-    def add_reader(self, fd, callback, *args):
-        """Call callback(*args) whenever fd is readable (level-triggered)."""
-        self.add_watch(self.readers, fd, POLLIN, callback, args)
+    # registered buffers (buffer_pool.pyx)
+    zerocopy_buffer = zerocopy_buffer
 
-    def remove_reader(self, fd):
-        """Stop watching fd for reading; True if it was watched."""
-        return self.remove_watch(self.readers, fd)
-
-    def add_writer(self, fd, callback, *args):
-        """Call callback(*args) whenever fd is writable (level-triggered)."""
-        self.add_watch(self.writers, fd, POLLOUT, callback, args)
-
-    def remove_writer(self, fd):
-        """Stop watching fd for writing; True if it was watched."""
-        return self.remove_watch(self.writers, fd)
+    # readiness callbacks (fdwatch.pyx)
+    add_reader = add_reader
+    remove_reader = remove_reader
+    add_writer = add_writer
+    remove_writer = remove_writer
+    _ensure_fd_no_transport = _ensure_fd_no_transport
 
     # ---- socket operations (sockops.pyx) -----------------------------
     sock_recv = sock_recv
@@ -1615,7 +1230,7 @@ cdef class RingLoop:
                     self.end_unconsumed()
                     self.reap()
             kept = self.ops_in_flight
-            if self.wakeup_op is not None and self.wakeup_op.in_flight:
+            if self.wakeup_op is not None and self.wakeup_op.life != OP_IDLE:
                 # (closed from a thread other than the ring's owner: the
                 # standing eventfd READ cannot be cancelled from here.  Its
                 # 8-byte buffer is in the op, which keeps its reference.)
@@ -1644,10 +1259,7 @@ cdef class RingLoop:
                 self.wakeup_op = None
 
 
-# (method_is_ours(): what a lookup on a loop finds when nothing replaced it)
-cdef object RUN_ONCE = RingLoop.__dict__['_run_once']
-cdef object CREATE_FUTURE = RingLoop.__dict__['create_future']
-cdef object CALL_SOON = RingLoop.__dict__['call_soon']
+include "shortcuts/loop_methods.pyx"
 
 
 class Loop(RingLoop, base_events.BaseEventLoop):

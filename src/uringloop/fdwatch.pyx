@@ -57,7 +57,7 @@ cdef class FdWatch(Operation):
 
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe
-        if self.in_flight or not self.active:
+        if self.life != OP_IDLE or not self.active:
             return 0
         sqe = self.loop.sqe_for(self)
         ul_prep_poll_add(sqe, self.fd, self.mask)
@@ -73,7 +73,7 @@ cdef class FdWatch(Operation):
         self.fire_handle = None
         if self.handle is not None:
             self.handle.cancel()
-        if self.in_flight:
+        if self.life != OP_IDLE:
             self.loop.cancel_op(self)
         return 0
 
@@ -117,3 +117,76 @@ cdef FdWatch new_fd_watch(RingLoop loop, int fd, unsigned mask):
     watch.active = True
     watch.fire_handle = events.Handle(watch._fire, (), loop, None)
     return watch
+
+
+# ---- the loop's methods (RingLoop takes them as they are) ----------------
+
+
+cdef object add_watch(RingLoop loop, dict watches, object fileobj, unsigned mask,
+                      object callback, tuple args):
+    """add_reader() / add_writer(): callback(*args) whenever fd is ready for
+    `mask`; the Handle."""
+    cdef FdWatch watch
+    loop._check_closed()
+    fd = fileobj_to_fd(fileobj)
+    loop._ensure_fd_no_transport(fd)
+    watch = watches.get(fd)
+    if watch is None:
+        check_fd_open(fd)
+    handle = events.Handle(callback, args, loop, None)
+    if watch is None:
+        watch = new_fd_watch(loop, fd, mask)
+        watches[fd] = watch
+    elif watch.handle is not None:
+        watch.handle.cancel()
+    watch.fileobj = fileobj
+    watch.handle = handle
+    watch.arm()
+    return handle
+
+
+cdef object remove_watch(RingLoop loop, dict watches, object fileobj):
+    """remove_reader() / remove_writer(): True if fileobj was watched."""
+    cdef FdWatch watch
+    if loop.is_closed():
+        if not isinstance(fileobj, int):
+            try:
+                int(fileobj.fileno())
+            except (AttributeError, TypeError, ValueError):
+                raise ValueError(f"Invalid file object: {fileobj!r}") from None
+        return False
+    fd = find_watch_fd(watches, fileobj)
+    loop._ensure_fd_no_transport(fd)
+    watch = watches.pop(fd, None)
+    if watch is None:
+        return False
+    watch.stop()
+    return True
+
+
+def _ensure_fd_no_transport(RingLoop self, fd):
+    ref = self._transports.get(fd)
+    transport = ref() if ref is not None else None
+    if transport is not None and not transport.is_closing():
+        raise RuntimeError(
+            f'File descriptor {fd!r} is used by transport {transport!r}')
+
+
+def add_reader(RingLoop self, fd, callback, *args):
+    """Call callback(*args) whenever fd is readable (level-triggered)."""
+    add_watch(self, self.readers, fd, POLLIN, callback, args)
+
+
+def remove_reader(RingLoop self, fd):
+    """Stop watching fd for reading; True if it was watched."""
+    return remove_watch(self, self.readers, fd)
+
+
+def add_writer(RingLoop self, fd, callback, *args):
+    """Call callback(*args) whenever fd is writable (level-triggered)."""
+    add_watch(self, self.writers, fd, POLLOUT, callback, args)
+
+
+def remove_writer(RingLoop self, fd):
+    """Stop watching fd for writing; True if it was watched."""
+    return remove_watch(self, self.writers, fd)

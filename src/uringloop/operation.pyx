@@ -40,9 +40,36 @@
 #     tagged and counted as on the loop's (RingLoop.track); the queue
 #     reaps that ring into the same dispatch(); when the queue's ring is
 #     closed the kernel posts no final CQE, and RingLoop.forget() ends it.
-# The debug build (UL_DEBUG_BUILD) stops the process on a second request of
-# an Operation in flight and on a completion for one with none
-# (tests/test_life_cycle_checks.py makes both happen).
+#
+# What the kernel holds of it is one value, Operation.life (core.pxd):
+# OP_IDLE (made, or done) -> OP_IN_FLIGHT (tracked) -> OP_CANCELLING
+# (cancel_op) -> OP_IDLE at its final CQE (or RingLoop.forget()), changed
+# by set_life() alone.  The debug build (UL_DEBUG_BUILD) stops the process
+# on a move LIFE_MOVES does not have: a second request of an Operation in
+# flight, a completion for one with none, a cancel of one not in flight
+# (tests/test_life_cycle_checks.py makes each happen).
+
+cdef unsigned char[3] LIFE_MOVES
+LIFE_MOVES[OP_IDLE] = 1 << OP_IN_FLIGHT
+LIFE_MOVES[OP_IN_FLIGHT] = (1 << OP_IDLE) | (1 << OP_CANCELLING)
+LIFE_MOVES[OP_CANCELLING] = 1 << OP_IDLE
+
+LIFE_NAMES = ('idle', 'in flight', 'in flight, cancelling')
+
+
+cdef inline int set_life(Operation op, unsigned char life) except -1:
+    """The one place an Operation's life changes."""
+    if UL_DEBUG_BUILD and not (LIFE_MOVES[op.life] & (1 << life)):
+        if life == OP_IN_FLIGHT:
+            Py_FatalError(b'uringloop: an Operation submitted while its '
+                          b'request is in flight')
+        if life == OP_IDLE:
+            Py_FatalError(b'uringloop: a completion for an Operation with no '
+                          b'request in flight')
+        Py_FatalError(b'uringloop: an Operation moved between life states '
+                      b'its table does not join')
+    op.life = life
+    return 0
 
 
 cdef class Operation:
@@ -80,7 +107,7 @@ cdef class Operation:
         return 0
 
     def _on_future_done(self, fut):
-        if self.in_flight and fut.cancelled():
+        if self.life != OP_IDLE and fut.cancelled():
             self.abandon()
 
     cdef int watch_future(self, object fut) except -1:
@@ -97,10 +124,7 @@ cdef class Operation:
         return 0
 
     def __repr__(self):
-        state = 'in flight' if self.in_flight else 'idle'
-        if self.cancel_requested:
-            state += ', cancelling'
-        return f'<{type(self).__name__} {state}>'
+        return f'<{type(self).__name__} {LIFE_NAMES[self.life]}>'
 
 
 @cython.final

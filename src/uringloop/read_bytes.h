@@ -5,10 +5,11 @@
  * made before the read (recv(2) straight into it, or the copy out of a
  * provided buffer), shrunk to what came, dropped when the protocol (or,
  * for what it wrote back, the write queue) is done with it.  Made and
- * freed once per read, that object cost glibc's malloc() and free() some
- * 450-550 user-space instructions of an echo request's 2300-4300 (blocks
- * of 1 KiB and more are sorted through malloc's unsorted and large bins
- * each time: docs/benchmarks.md).  So the loop keeps a few spares
+ * freed once per read, that object cost glibc's malloc() and free() a
+ * good part of an echo request's user-space instructions (blocks of 1 KiB
+ * and more are sorted through malloc's unsorted and large bins each time:
+ * docs/benchmarks.md, "The loop's spare bytes objects").  So the loop
+ * keeps a few spares
  * (ul_spare_bytes, RingLoop.spare_bytes): bytes objects that nothing but
  * the loop refers to any more -- a read's object once data_received() has
  * returned, a written chunk once the write queue has let it go.  What a
@@ -32,11 +33,11 @@
  * than UL_SHRINK_IN_PLACE unused, its length is set in place -- a
  * realloc() then can split off a block too small for malloc to reuse at
  * once, and the next large malloc() or free() stops to merge such blocks
- * (glibc's malloc_consolidate(), 3.7% of a 100 KiB echo server's user
- * time, once per read).  Else _PyBytes_Resize(), which may move it. */
+ * (glibc's malloc_consolidate(), once per read: docs/benchmarks.md, "Behind the comments").
+ * Else _PyBytes_Resize(), which may move it. */
 #define UL_SHRINK_IN_PLACE 256
 
-/* The spare_bytes shortcut (shortcuts.pyx): 0 keeps no spares and shrinks
+/* The spare_bytes shortcut (shortcuts/switch.pyx): 0 keeps no spares and shrinks
  * with _PyBytes_Resize() alone. */
 static int ul_rb_shortcut = 1;
 

@@ -112,8 +112,8 @@ cdef class Ring:
     cdef int enter(self, unsigned wait_nr, int64_t timeout_ns) except -1:
         """Submit and wait for wait_nr completions, up to timeout_ns (0:
         not at all, -1: without end).  A call that cannot sleep keeps the
-        GIL: its release and retake (a mutex and a condition variable each
-        way) were 1.7% of a 1 KiB echo server's user time.  A signal that
+        GIL, whose release and retake are a mutex and a condition variable
+        each way.  A signal that
         cut the wait runs its Python handler here."""
         cdef int ret
         self.enable()
@@ -152,9 +152,9 @@ cdef class Ring:
         """Cancel op's request, in flight on this ring: True when a cancel
         was queued; False for a request not in flight or already being
         cancelled, or a closed ring (whose requests are over)."""
-        if not op.in_flight or op.cancel_requested or not self.open:
+        if op.life != OP_IN_FLIGHT or not self.open:
             return False
-        op.cancel_requested = True
+        set_life(op, OP_CANCELLING)
         self.cancel(<uint64_t><uintptr_t><PyObject *>op, 0, -1)
         return True
 

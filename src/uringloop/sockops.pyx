@@ -20,106 +20,6 @@ cdef extern from "<sys/socket.h>":
                                const sockaddr *addr, socklen_t addrlen)
 
 
-# recv(2) and send(2) from C, for the sock_* calls and the stream transport
-cdef extern from *:
-    """
-    #include <sys/socket.h>
-    #include <errno.h>
-    /* After a recv(2) into buf brought got bytes, fewer than want: recv(2)
-     * into the rest of buf (size bytes in all) for as long as that brings
-     * more and want is not reached.  Returns the bytes in buf now; *after
-     * is what the caller has to pass on from the last call: 0 (end of
-     * stream, which the next read sees again) or -errno (an error, which
-     * the kernel reports once); 1 for nothing (none made, or the socket
-     * empty for now). */
-    static Py_ssize_t ul_recv_more(int fd, char *buf, Py_ssize_t got,
-                                   Py_ssize_t size, Py_ssize_t want,
-                                   Py_ssize_t *after)
-    {
-        ssize_t more;
-        *after = 1;
-        while (got < want && got < size) {
-            do {
-                more = recv(fd, buf + got, (size_t)(size - got), MSG_DONTWAIT);
-            } while (more < 0 && errno == EINTR);
-            if (more <= 0) {
-                if (more == 0)
-                    *after = 0;
-                else if (errno != EAGAIN)
-                    *after = -errno;
-                break;
-            }
-            got += more;
-        }
-        return got;
-    }
-
-    /* Receive up to size bytes from fd, without blocking, into a bytes
-     * object (ul_bytes_to_fill(): sp's spare or a new one; *room as
-     * there): the kernel copies straight into the object Python gets.
-     * When that recv(2) brings fewer than want bytes, ul_recv_more() into
-     * the same object follows (*first: what the first call brought;
-     * *after: as ul_recv_more's).  Returns the object, shrunk to what came
-     * (ul_fit_bytes), with *res its length; or None with *res 0 (end of
-     * stream) or -errno; NULL (exception set) only when memory ran out. */
-    static PyObject *ul_recv_stream(int fd, ul_spare_bytes *sp, Py_ssize_t size,
-                                    Py_ssize_t want, Py_ssize_t *res,
-                                    Py_ssize_t *first, Py_ssize_t *after,
-                                    Py_ssize_t *room)
-    {
-        PyObject *b = ul_bytes_to_fill(sp, size, room);
-        ssize_t n;
-        *after = 1;
-        if (b == NULL)
-            return NULL;
-        do {
-            n = recv(fd, PyBytes_AS_STRING(b), (size_t)size, MSG_DONTWAIT);
-        } while (n < 0 && errno == EINTR);
-        if (n <= 0) {
-            *res = *first = n < 0 ? -errno : 0;
-            if (sp != NULL)
-                ul_bytes_done(sp, b, *room);    /* back, unused */
-            Py_DECREF(b);
-            Py_RETURN_NONE;
-        }
-        *first = n;
-        n = ul_recv_more(fd, PyBytes_AS_STRING(b), n, size, want, after);
-        *res = n;
-        if (ul_fit_bytes(&b, n, room) < 0)
-            return NULL;
-        return b;
-    }
-
-    /* One recv(2) into a new bytes object: ul_recv_stream() with nothing
-     * to make up and no spare. */
-    static PyObject *ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
-    {
-        Py_ssize_t first, after, room;
-        return ul_recv_stream(fd, NULL, size, 0, res, &first, &after, &room);
-    }
-    """
-    object ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
-    Py_ssize_t ul_recv_more(int fd, char *buf, Py_ssize_t got, Py_ssize_t size,
-                            Py_ssize_t want, Py_ssize_t *after)
-    object ul_recv_stream(int fd, ul_spare_bytes *sp, Py_ssize_t size, Py_ssize_t want,
-                          Py_ssize_t *res, Py_ssize_t *first, Py_ssize_t *after,
-                          Py_ssize_t *room)
-
-
-cdef extern from *:
-    """
-    /* send(2) without blocking or SIGPIPE: bytes sent, or -errno. */
-    static Py_ssize_t ul_send_now(int fd, const char *buf, Py_ssize_t len)
-    {
-        ssize_t n;
-        do {
-            n = send(fd, buf, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        } while (n < 0 && errno == EINTR);
-        return n < 0 ? -errno : n;
-    }
-    """
-    Py_ssize_t ul_send_now(int fd, const char *buf, Py_ssize_t len) nogil
-
 cdef int sockaddr_from_py(int family, object address, sockaddr_storage *out) except -1:
     """Fill `out` from a Python socket address; return its length.  Hosts
     must be numeric (resolve first)."""
@@ -468,7 +368,7 @@ async def sock_accept(RingLoop self, sock):
     """Accept a connection: (conn, address), conn non-blocking.
     Cancelling leaves the connection in the listening socket's queue."""
     check_sock(self, sock)
-    if not self.futures_are_ours():
+    if not futures_are_ours(self):
         return await through_future(self, accept_when_ready(self, sock, True))
     return await accept_when_ready(self, sock)
 
@@ -536,7 +436,7 @@ async def sock_connect(RingLoop self, sock, address):
     connection that completes later -- OSError(err, 'Connect call
     failed ...') with the error the socket then holds."""
     check_sock(self, sock)
-    if not self.futures_are_ours():
+    if not futures_are_ours(self):
         return await through_future(self, connect_when_ready(self, sock, address, True))
     return await connect_when_ready(self, sock, address)
 

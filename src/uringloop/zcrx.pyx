@@ -413,7 +413,7 @@ cdef class ZeroCopyReceive:
             return False
         self.loop = loop
         loop.zcrx_users.append(self)
-        loop.add_watch(loop.readers, self.efd, POLLIN, self._on_ready, ())
+        add_watch(loop, loop.readers, self.efd, POLLIN, self._on_ready, ())
         return True
 
     cdef bint arm(self, ZeroCopyReader reader) except -1:
@@ -569,7 +569,7 @@ cdef class ZeroCopyReceive:
         self.release_ring()
         for reader in readers:
             if (<ZeroCopyReader>reader).transport is not None:   # (release_ops)
-                (<ZeroCopyReader>reader).transport.zc_off(rearm)
+                zc_off((<ZeroCopyReader>reader).transport, rearm)
         self.returns_waiting = []
         self.loop = None
         self.refill = None
@@ -584,7 +584,7 @@ cdef class ZeroCopyReceive:
         queue see their receive end; the queue is unbound.  Pieces still
         held stay readable until dropped."""
         if self.loop is not None and self.efd >= 0:
-            self.loop.remove_watch(self.loop.readers, self.efd)
+            remove_watch(self.loop, self.loop.readers, self.efd)
             if self in self.loop.zcrx_users:
                 self.loop.zcrx_users.remove(self)
         self.drain()

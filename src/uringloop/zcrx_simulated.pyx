@@ -47,7 +47,7 @@ cdef class SimulatedZeroCopyReceive(ZeroCopyReceive):
         dispatch, as reap() hands over the kernel's."""
         cdef StreamTransport tr = transport
         cdef ZeroCopyReader reader
-        if tr.reader.mode != READS_ZEROCOPY or not tr.reader.in_flight:
+        if tr.reader.mode != READS_ZEROCOPY or tr.reader.life == OP_IDLE:
             raise ValueError('the transport has no receive armed on this queue')
         reader = tr.reader
         reader.cqe_off = (self.area_token | offset) if res > 0 else 0
@@ -94,13 +94,13 @@ cdef class SimulatedZeroCopyReceive(ZeroCopyReceive):
 
     cdef int disarm(self, ZeroCopyReader reader) except -1:
         # what the kernel does for a cancelled RECV_ZC: a final completion
-        if reader.in_flight and not reader.cancel_requested:
-            reader.cancel_requested = True
+        if reader.life == OP_IN_FLIGHT:
+            set_life(reader, OP_CANCELLING)
             self.loop.call_soon(self._cancelled, reader)
         return 0
 
     def _cancelled(self, ZeroCopyReader reader):
-        if reader.in_flight and self.loop is not None:
+        if reader.life != OP_IDLE and self.loop is not None:
             self.loop.dispatch(reader, -ECANCELED, 0)
             self.commit()
 
@@ -117,7 +117,7 @@ cdef class SimulatedEnd(Operation):
     cdef ZeroCopyReader reader
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        if self.reader.in_flight:
+        if self.reader.life != OP_IDLE:
             self.reader.cqe_off = 0
             self.loop.dispatch(self.reader, 0, 0)
         self.reader = None

@@ -67,117 +67,6 @@ cdef int detach_from_server(object server, object transport) except -1:
 cdef bint making_transport = False
 
 
-# socket.socket's __init__ and close() are Python code (two frames each,
-# about a microsecond of an accepted connection's ~20 us of user CPU in
-# bench/run_connect.py): for the stdlib's own class, as it is, the loop
-# takes the same steps itself -- the C socket's __init__ and the two
-# attributes; the closed flag, then the C close() unless makefile() holds
-# the socket.  A socket.socket replaced or patched (mock.patch.object(
-# socket.socket, 'close')) is called as it is.  The steps go straight to
-# the type's slots and the attributes' member descriptors (ul_socket_new,
-# ul_socket_closing): made as Python calls -- __new__ looked up and called
-# with a tuple, __init__ through its wrapper, two setattrs -- they were 14%
-# of the server's user samples per connection (perf record --call-graph
-# dwarf, bench/run_connect.py's server).
-cdef object SocketClass = socket.socket
-cdef object socket_init = SocketClass.__init__
-cdef object socket_close = SocketClass.close
-cdef dict socket_module_dict = socket.__dict__
-cdef dict socket_class_dict = <dict>(<PyTypeObject *>SocketClass).tp_dict
-
-cdef extern from *:
-    """
-    #include "structmember.h"   /* PyMember_GetOne/SetOne (3.11) */
-    /* socket.socket(family, type, proto, fileno) for the class as it is:
-     * its tp_new (the C socket's, inherited), the C socket's own tp_init
-     * (socket.socket's is slot_tp_init, which calls its Python __init__),
-     * then what that __init__ sets: _io_refs = 0, _closed = False, through
-     * the slots' member descriptors. */
-    static PyObject *ul_socket_new(PyTypeObject *cls, PyTypeObject *base,
-                                   PyObject *args, PyObject *io_refs,
-                                   PyObject *closed)
-    {
-        PyObject *no_args = PyTuple_New(0), *zero = PyLong_FromLong(0), *sock = NULL;
-        if (no_args == NULL || zero == NULL)
-            goto done;
-        sock = cls->tp_new(cls, no_args, NULL);
-        if (sock == NULL)
-            goto done;
-        if (base->tp_init(sock, args, NULL) < 0
-                || PyMember_SetOne((char *)sock,
-                                   ((PyMemberDescrObject *)io_refs)->d_member, zero) < 0
-                || PyMember_SetOne((char *)sock,
-                                   ((PyMemberDescrObject *)closed)->d_member,
-                                   Py_False) < 0)
-            Py_CLEAR(sock);
-    done:
-        Py_XDECREF(no_args);
-        Py_XDECREF(zero);
-        return sock;
-    }
-
-    /* socket.socket.close() as written: the closed flag, then the C
-     * close() unless makefile()'s objects still hold the socket.
-     * 1: close it (the caller calls the C close()); 0: not yet; -1: error */
-    static int ul_socket_closing(PyObject *sock, PyObject *io_refs,
-                                 PyObject *closed)
-    {
-        PyObject *refs, *zero;
-        int held;
-        if (PyMember_SetOne((char *)sock, ((PyMemberDescrObject *)closed)->d_member,
-                            Py_True) < 0)
-            return -1;
-        refs = PyMember_GetOne((char *)sock, ((PyMemberDescrObject *)io_refs)->d_member);
-        if (refs == NULL)
-            return -1;
-        zero = PyLong_FromLong(0);
-        held = zero == NULL ? -1 : PyObject_RichCompareBool(refs, zero, Py_GT);
-        Py_DECREF(refs);
-        Py_XDECREF(zero);
-        return held < 0 ? -1 : !held;
-    }
-    """
-    object ul_socket_new(PyTypeObject *cls, PyTypeObject *base, object args,
-                         object io_refs, object closed)
-    int ul_socket_closing(object sock, object io_refs, object closed) except -1
-
-cdef object C_SOCKET_CLASS = _socket.socket
-cdef object c_socket_close = _socket.socket.close
-cdef object SOCKET_IO_REFS = socket_class_dict['_io_refs']      # member descriptors
-cdef object SOCKET_CLOSED = socket_class_dict['_closed']
-
-
-cdef bint socket_class_as_is(str method, object original) except -1:
-    """socket.socket is the class it was, with `method` as it was.  (The
-    lookups are PyDict_GetItemWithError's: PyDict_GetItem saves and
-    restores the thread's exception around each.)"""
-    return (PyDict_GetItemWithError(socket_module_dict, 'socket') == <PyObject *>SocketClass
-            and PyDict_GetItemWithError(socket_class_dict, method) == <PyObject *>original)
-
-
-cdef object new_socket_object(int family, int type, int proto, int fd):
-    """socket.socket(family, type | SOCK_NONBLOCK, proto, fileno=fd), for
-    an fd accept4(2) made non-blocking: the flag makes the object's
-    timeout 0.0, as the selector loop's setblocking(False) does, without
-    a system call (sock.type leaves it out); without it the timeout was
-    socket.getdefaulttimeout()."""
-    type |= SOCK_NONBLOCK
-    if not SC_SOCKET_OBJECTS or not socket_class_as_is('__init__', socket_init):
-        return socket.socket(family, type, proto, fileno=fd)
-    return ul_socket_new(<PyTypeObject *>SocketClass, <PyTypeObject *>C_SOCKET_CLASS,
-                         (family, type, proto, fd), SOCKET_IO_REFS, SOCKET_CLOSED)
-
-
-cdef int close_socket_object(object sock) except -1:
-    """sock.close()."""
-    if (not SC_SOCKET_OBJECTS or type(sock) is not SocketClass
-            or not socket_class_as_is('close', socket_close)):
-        sock.close()
-    elif ul_socket_closing(sock, SOCKET_IO_REFS, SOCKET_CLOSED):
-        c_socket_close(sock)
-    return 0
-
-
 cdef object make_transport(type cls):
     global making_transport
     making_transport = True
@@ -531,7 +420,7 @@ cdef bint _is_closed(object fileobj):
 
 
 # socket.socket's family and type properties make an enum member each time
-# (a Python-level call: ~2.5 us); the _socket base type's members are the
+# (a Python-level call); the _socket base type's members are the
 # plain ints.  A socket-like object of another type answers as it can.
 cdef object RAW_FAMILY = _socket.socket.__dict__['family']
 cdef object RAW_TYPE = _socket.socket.__dict__['type']
@@ -551,7 +440,7 @@ cdef int socket_type(object sock) except? -1:
 
 cdef int set_nodelay(object sock, int fd, int family, int type, int proto=-1) except -1:
     """TCP_NODELAY on a TCP socket, as asyncio's _set_nodelay() sets it for
-    every stream transport (that helper costs ~5 us in Python); `proto`
+    every stream transport (that helper is Python); `proto`
     sock.proto when known (-1: asked)."""
     cdef int one = 1
     if ((family == AF_INET or family == AF_INET6) and type == SOCK_STREAM
@@ -579,46 +468,6 @@ cdef tuple socket_names(object sock, object extra):
     if extra is not None and 'peername' in extra:
         return sockname, extra['peername']
     return sockname, peer_name(sock)
-
-
-cdef object look_up_method(MethodCheck *check, object obj, str name):
-    """The function obj.<name>(...) calls with obj as its first argument, as
-    a method call looks it up, and in `check` what must hold for the next
-    calls to call it without the lookup (method_kept()).  None, and a check
-    that says "look it up", where the name gives no such function or the
-    type is not one whose lookup is checked so (method_cache.h)."""
-    cdef PyTypeObject *tp = Py_TYPE(obj)
-    cdef PyObject *descr = _PyType_Lookup(tp, name)     # (gives tp a tag)
-    cdef unsigned int tag = ul_mc_type_tag(tp)
-    check.type = <size_t>tp if tag != 0 else 0
-    check.name = <PyObject *>name
-    check.tag = tag
-    check.kind = (ul_mc_kind(tp) if SC_KEPT_METHODS and ul_mc_is_method(descr)
-                  else UL_MC_LOOKUP)
-    if check.kind == UL_MC_LOOKUP:
-        return None
-    if check.kind == UL_MC_VALUES:
-        check.ix = ul_mc_shared_index(tp, name, &check.nentries)
-    return <object>descr
-
-
-cdef inline int method_kept(MethodCheck *check, object obj, str name) noexcept:
-    """For a function look_up_method(check, obj's type, name) gave: 1 when
-    it is still what obj.<name> finds (the type and its version tag as seen,
-    and no attribute of obj's own in the way); 0 when the lookup must be
-    made; -1 when look_up_method() must be asked again (also for another
-    name: a StreamTransport's read_method is data_received or
-    buffer_updated, as its protocol is)."""
-    cdef PyTypeObject *tp = Py_TYPE(obj)
-    if (<size_t>tp != check.type or ul_mc_type_tag(tp) != check.tag
-            or check.name != <PyObject *>name):
-        return -1
-    if check.kind == UL_MC_NO_DICT:
-        return 1
-    if check.kind == UL_MC_LOOKUP:
-        return 0
-    # -1 here: the type's shared keys grew (is the name one of them now?)
-    return ul_mc_values_lack(obj, check.ix, check.nentries)
 
 
 cdef int renew_read_method(BaseTransport tr, object protocol, str name) noexcept:

@@ -6,6 +6,8 @@ cdef enum:
     DGRAM_READING       # the RECVMSG is armed, or is at the next chance
     DGRAM_PAUSED        # pause_reading(): the RECVMSG is cancelled; what it
                         # posted before the cancel landed is kept
+    DGRAM_HANDING_OVER  # reading is on, and what was kept is handed over first
+                        # (_deliver_kept); what completes meanwhile is kept
     DGRAM_CLOSED        # close(), abort(), a fatal error: nothing is delivered
 
 
@@ -16,8 +18,8 @@ cdef class DatagramTransport(BaseTransport):
     cdef list kept                   # (data, addr) that came while paused, or
                                      # before those were handed over; or None
     cdef object write_queue          # deque of DatagramSend, oldest first
-    cdef object queue_append         # its bound append and popleft (a lookup
-    cdef object queue_popleft        # per call: 3% of a registered sender)
+    cdef object queue_append         # its bound append and popleft (not
+    cdef object queue_popleft        # looked up per call)
     cdef int links_in_flight         # requests of the chain the kernel holds
     cdef bint flush_scheduled        # in loop.send_flushes (also: a datagram
                                      # went direct this iteration, the next queue)

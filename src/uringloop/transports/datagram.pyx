@@ -4,7 +4,7 @@
 # at once with a non-blocking sendto(2) when nothing is queued; otherwise it
 # is queued, and every datagram queued in one loop iteration goes to the
 # kernel as one chain of linked requests in that iteration's enter
-# (DatagramTransport, "sending", says why and what was measured).  A send
+# (DatagramTransport, "sending", says why).  A send
 # error goes to protocol.error_received() and the next datagram is sent, as
 # the selector loop does.
 
@@ -72,9 +72,10 @@ cdef Py_ssize_t SPARE_OPS_MAX = 256
 
 # The moves between read states that set_read_state() allows (a bit per
 # state each may go to); docs/design.md has the table.
-cdef int[3] DGRAM_MOVES
+cdef int[4] DGRAM_MOVES
 DGRAM_MOVES[DGRAM_READING] = (1 << DGRAM_PAUSED) | (1 << DGRAM_CLOSED)
-DGRAM_MOVES[DGRAM_PAUSED] = (1 << DGRAM_READING) | (1 << DGRAM_CLOSED)
+DGRAM_MOVES[DGRAM_PAUSED] = (1 << DGRAM_READING) | (1 << DGRAM_HANDING_OVER) | (1 << DGRAM_CLOSED)
+DGRAM_MOVES[DGRAM_HANDING_OVER] = (1 << DGRAM_READING) | (1 << DGRAM_PAUSED) | (1 << DGRAM_CLOSED)
 DGRAM_MOVES[DGRAM_CLOSED] = 0
 
 
@@ -126,8 +127,7 @@ cdef class DatagramSend(Operation):
         self.zerocopy = tr.zc.wants(data, self.iov.iov_len, tr.zc.plain_bytes)
         sqe = self.loop.sqe_for(self)
         # SEND and SEND_ZC with the address in the SQE (6.1): no msghdr for
-        # the kernel to copy in, unlike SENDMSG (measured: its header and
-        # iovec copies were 3% of the CPU of a 4000-byte SEND_ZC flood)
+        # the kernel to copy in, unlike SENDMSG
         if self.zerocopy and fixed:
             # from a registered buffer: no pages to pin
             ul_prep_send_zc_fixed(sqe, tr.fd, self.iov.iov_base, self.iov.iov_len,
@@ -187,11 +187,10 @@ cdef class DatagramTransport(BaseTransport):
         return 0
 
     cdef int start_reading(self) except -1:
-        """Arm the RECVMSG, when reading is on, nothing kept waits and it
-        is not in flight (a cancelled one still is, until its final
-        completion, which calls this again)."""
-        if (self.recv_op.in_flight or self.read_state != DGRAM_READING
-                or self.kept is not None):
+        """Arm the RECVMSG, when reading is on (nothing kept waits:
+        DGRAM_READING) and it is not in flight (a cancelled one still is,
+        until its final completion, which calls this again)."""
+        if self.recv_op.life != OP_IDLE or self.read_state != DGRAM_READING:
             return 0
         self.recv_op.arm()
         return self.op_started()
@@ -200,13 +199,14 @@ cdef class DatagramTransport(BaseTransport):
         self.start_reading()
 
     def is_reading(self):
-        return self.read_state == DGRAM_READING
+        return self.read_state == DGRAM_READING or self.read_state == DGRAM_HANDING_OVER
 
     # The rest of the asyncio.Transport interface that the class this
     # transport reports as __class__ declares, answered as asyncio's base
     # classes answer it (a __getattr__ onto that class would do the same,
     # but a type with its own tp_getattro loses CPython's fast method
-    # lookup: 40 -> 150 ns per transport method call, measured).
+    # lookup for every transport method call: docs/benchmarks.md, "Behind
+    # the comments").
     def write(self, data):
         raise NotImplementedError
 
@@ -223,7 +223,7 @@ cdef class DatagramTransport(BaseTransport):
         """Stop calling datagram_received until resume_reading() (as the
         stdlib's datagram transports do): the RECVMSG is cancelled; what
         arrives meanwhile stays in the socket's receive queue."""
-        if self.read_state != DGRAM_READING:
+        if not self.is_reading():
             return
         self.set_read_state(DGRAM_PAUSED)
         self.loop.cancel_op(self.recv_op)
@@ -231,10 +231,11 @@ cdef class DatagramTransport(BaseTransport):
     def resume_reading(self):
         if self.read_state != DGRAM_PAUSED:
             return
-        self.set_read_state(DGRAM_READING)
         if self.kept is not None:
+            self.set_read_state(DGRAM_HANDING_OVER)
             self.loop.call_soon(self._deliver_kept)
         else:
+            self.set_read_state(DGRAM_READING)
             self.start_reading()
 
     def _deliver_kept(self):
@@ -244,10 +245,12 @@ cdef class DatagramTransport(BaseTransport):
         KeyboardInterrupt or SystemExit: the rest is handed over when the
         loop runs again."""
         try:
-            while self.kept is not None and self.read_state == DGRAM_READING:
+            while self.read_state == DGRAM_HANDING_OVER:
                 data, addr = self.kept.pop(0)
                 if not self.kept:
+                    # the last: reading is plainly on while it is handed over
                     self.kept = None
+                    self.set_read_state(DGRAM_READING)
                 self.deliver(data, addr)
         except BaseException:
             # (also when that was the last item: the call again arms the
@@ -281,7 +284,8 @@ cdef class DatagramTransport(BaseTransport):
         if self.read_state == DGRAM_CLOSED:
             return 0
         try:
-            if res >= 0 and (self.read_state == DGRAM_PAUSED or self.kept is not None):
+            if res >= 0 and (self.read_state == DGRAM_PAUSED
+                             or self.read_state == DGRAM_HANDING_OVER):
                 # posted before the cancel reached the kernel, or behind
                 # datagrams kept so: keep it, in order
                 if self.kept is None:
@@ -314,11 +318,9 @@ cdef class DatagramTransport(BaseTransport):
     #   datagram as one chain of requests linked with IOSQE_IO_LINK, each
     #   with MSG_DONTWAIT, and the loop enters asking for one completion per
     #   link (RingLoop.wait_and_reap), so N sendto() calls in one iteration
-    #   cost one sendto(2) and one enter in all.  Measured: a sender of 64
-    #   datagrams per iteration into the sink namespace (bench/run_zerocopy.py,
-    #   ZC_NEVER, 3 rounds) went from 284 to 344 MB/s at 1000 bytes, 1110 to
-    #   1341 at 4000, 3627 to 4353 at 16000, against one sendto(2) each;
-    #   bench/udp_burst.py from 1.11x to 1.33x uvloop's datagrams/s.
+    #   cost one sendto(2) and one enter in all, where one sendto(2) each
+    #   sent fewer datagrams per second (docs/benchmarks.md, "Behind the
+    #   comments").
     #
     # Kernel facts (docs/design.md): links are issued in order, each once
     # the one before completed; a link that fails ends the chain, the rest
@@ -330,12 +332,11 @@ cdef class DatagramTransport(BaseTransport):
     # Unlinked requests would not keep it: when one finds the buffer full
     # and waits, a later one may find room and overtake it.
     #
-    # Measured (bench/udp_chain_probe.c, built as its header says, 1000-byte datagrams over
-    # loopback, in C): a chain of 32 or 64 sends in one enter ran at the
-    # rate of direct send(2) calls (0.97-1.0x), while entering with
-    # min_complete 1 took one enter per link (0.94 per datagram) at half
-    # the rate.  From Python the chain wins (above): a sendto(2) per
-    # datagram costs a system call where a link costs a few stores.
+    # In C (bench/udp_chain_probe.c) a chain in one enter runs at the rate
+    # of direct send(2) calls, while entering with min_complete 1 takes one
+    # enter per link (docs/benchmarks.md, "Behind the comments").  From
+    # Python the chain wins (above): a sendto(2) per datagram costs a system
+    # call where a link costs a few stores.
 
     def sendto(self, data, addr=None):
         """Send one datagram to addr (the connected peer when None).
@@ -443,7 +444,7 @@ cdef class DatagramTransport(BaseTransport):
         return 0
 
     cdef int wait_writable(self) except -1:
-        if not self.writable_op.in_flight and not self.closed_with_loop():
+        if self.writable_op.life == OP_IDLE and not self.closed_with_loop():
             self.writable_op.arm()
             self.op_started()
         return 0
@@ -549,7 +550,7 @@ cdef class DatagramTransport(BaseTransport):
             n = min(n, <Py_ssize_t>space)
         for i in range(n):
             op = self.write_queue[i]
-            if op.in_flight:
+            if op.life != OP_IDLE:
                 # a zero-copy attempt refused: its notification is still to
                 # come, so the datagram goes again in a request of its own
                 fresh = self.new_send_op()
@@ -612,8 +613,8 @@ cdef class DatagramTransport(BaseTransport):
         A chain the full socket cut makes the next one as long as what it
         sent (at least CHAIN_MIN), one that went whole doubles it: under
         back-pressure each POLLOUT would otherwise send a datagram or two
-        and cancel the rest of a long chain (measured: 17 requests per
-        datagram into a lagging Unix socket, test_datagram_send.py)."""
+        and cancel the rest of a long chain, many requests per datagram
+        into a lagging Unix socket (test_datagram_send.py counts them)."""
         if self.blocked:
             self.chain_limit = max(self.chain_sent, CHAIN_MIN)
         elif self.chain_limit < CHAIN_MAX:
@@ -634,7 +635,7 @@ cdef class DatagramTransport(BaseTransport):
     cdef int send_op_done(self, DatagramSend op) except -1:
         """op's last completion came (or it never went): reuse it, unless
         the queue still holds it to send again."""
-        if op.queued or op.in_flight:
+        if op.queued or op.life != OP_IDLE:
             return 0
         op.data = None
         return self.keep_send_op(op)
@@ -684,7 +685,7 @@ cdef class DatagramTransport(BaseTransport):
         cdef DatagramSend op
         cdef ssize_t n
         for op in self.write_queue:
-            if type(op.data) is not bytes or op.in_flight:
+            if type(op.data) is not bytes or op.life != OP_IDLE:
                 break
             n = self.send_direct(<char *>op.iov.iov_base, op.iov.iov_len,
                                  &op.addr, op.addrlen)
@@ -715,7 +716,7 @@ cdef class DatagramTransport(BaseTransport):
                 and not self.links_in_flight and self.socket_holds_fd()):
             self.send_queued_now()
         self.drop_queue(ConnectionAbortedError('the transport was aborted'))
-        if self.links_in_flight or self.writable_op.in_flight:
+        if self.links_in_flight or self.writable_op.life != OP_IDLE:
             # sends in flight are requests of their own: cancel every
             # request on the fd (the receive goes too)
             self.loop.cancel_fd(self.fd)

@@ -46,12 +46,11 @@
 # with epoll and the selector loop.
 
 # What an accepted connection costs the loop is kept out of Python where
-# asyncio's helpers would run (bench/run_connect.py, server user CPU per
-# connection accepted, echoed once and closed: 126 us -> 54; uvloop 38,
-# the selector loop 174): the listener's family and type are read once,
-# TCP_NODELAY is set with setsockopt(2), whether the peer is local is
-# decided with inet_pton(3) instead of the ipaddress module, and the
-# sockname tuple is reused while getsockname(2) returns the same address.
+# asyncio's helpers would run (docs/benchmarks.md, "Behind the comments"):
+# the listener's family and type are read once, TCP_NODELAY is set with
+# setsockopt(2), whether the peer is local is decided with inet_pton(3)
+# instead of the ipaddress module, and the sockname tuple is reused while
+# getsockname(2) returns the same address.
 #
 # Stopping (Server.close(), loop.close()) cancels the poll by user_data
 # and hands the cancel to the kernel at once; the same io_uring_enter runs
@@ -96,7 +95,7 @@ cdef class ServerAccept(Operation):
 
     cdef int arm(self) except -1:
         cdef io_uring_sqe *sqe
-        if self.active and not self.backing_off and not self.in_flight and not self.again:
+        if self.active and not self.backing_off and self.life == OP_IDLE and not self.again:
             sqe = self.loop.sqe_for(self)
             ul_prep_poll_add(sqe, self.fd, POLLIN)
         return 0
@@ -105,7 +104,7 @@ cdef class ServerAccept(Operation):
         """Cancel the poll in flight and close the listening socket now
         (see the top of this file)."""
         self.active = False
-        if self.in_flight and not self.loop.draining:
+        if self.life != OP_IDLE and not self.loop.draining:
             self.loop.cancel_op(self)
             # The cancelled poll holds the listening file until its
             # deferred completion has run (its CQE waits in the CQ for the
@@ -161,7 +160,7 @@ cdef class ServerAccept(Operation):
         accept queue fills.  Take what is queued now, in the server's
         context, as a completion would (the poll stays armed)."""
         cdef bint entered
-        if not self.active or self.backing_off or self.again or not self.in_flight:
+        if not self.active or self.backing_off or self.again or self.life == OP_IDLE:
             return 0
         context = self.context
         entered = enter_context(context)
@@ -178,7 +177,7 @@ cdef class ServerAccept(Operation):
 
     def _accept_again(self):
         self.again = False
-        if self.active and not self.backing_off and not self.in_flight:
+        if self.active and not self.backing_off and self.life == OP_IDLE:
             self.complete(POLLIN, 0)
 
     cdef int accept_failed(self, int res) except -1:

@@ -6,6 +6,8 @@
 cdef enum:
     READ_ON             # the reader's request is armed, or is at the next chance
     READ_PAUSED         # pause_reading(): what completes is kept (kept)
+    READ_HANDING_OVER   # reading is on, and what was kept is handed over first
+                        # (_deliver_kept); what completes meanwhile is kept
     READ_ENDED          # eof_received() kept the transport open: nothing is armed
     READ_ENDED_PAUSED   # ... and pause_reading() since (is_reading() is False)
     READ_CLOSED         # close(), abort(), a fatal error: nothing more is delivered
@@ -92,29 +94,19 @@ cdef class StreamTransport(BaseTransport):
     cdef int deliver(self, object data) except -1
     cdef int deliver_copied(self, object data) except -1
     cdef int keep_first(self, bytes rest) except -1
-    cdef int deliver_piece(self, ZeroCopyPiece piece) except -1
     cdef int deliver_eof(self) except -1
     cdef int eof_to_protocol(self) except -1
-    cdef int zc_off(self, bint rearm) except -1
     cdef int release_ops(self) except -1
     cdef int take_protocol(self, object protocol) except -1
     # writing
     @cython.final
     cdef int set_send_state(self, int state) except -1
-    @cython.final
-    cdef int schedule_send(self) except -1
     cdef int flush_sends(self) except -1
     cdef int force_close(self, object exc) except -1
     cdef int connection_lost_now(self, object exc) except -1
-    @cython.final
-    cdef int submit_send(self) except -1
-    cdef int submit_send_zc(self, object head) except -1
-    @cython.final
-    cdef int zc_send_completed(self, int32_t res) except -1
-    @cython.final
-    cdef int send_completed(self, int32_t res, bint zerocopy) except -1
-    @cython.final
-    cdef int send_result(self, int32_t res, bint zerocopy) except -1
+    # (the send state's other moves: transports/stream_writing.pyx's
+    # schedule_send(), submit_send(), send_result(); zerocopy.pyx's
+    # submit_send_zc())
 
 
 cdef class StreamReader(Operation):
@@ -168,3 +160,16 @@ cdef class StreamSend(Operation):
     cdef iovec *iov                  # MAX_IOV entries, allocated at the first SENDMSG
 
     cdef int arm(self) except -1
+
+
+# recv(2) and send(2) from C for the stream transport and sock_recv()
+cdef extern from "transports/stream_io.h":
+    object ul_recv_bytes(int fd, Py_ssize_t size, Py_ssize_t *res)
+    Py_ssize_t ul_recv_more(int fd, char *buf, Py_ssize_t got, Py_ssize_t size,
+                            Py_ssize_t want, Py_ssize_t *after)
+    object ul_recv_stream(int fd, ul_spare_bytes *sp, Py_ssize_t size, Py_ssize_t want,
+                          Py_ssize_t *res, Py_ssize_t *first, Py_ssize_t *after,
+                          Py_ssize_t *room)
+    Py_ssize_t ul_send_now(int fd, const char *buf, Py_ssize_t len) nogil
+    object ul_bytes_from_buf_ring(ul_spare_bytes *sp, ul_buf_ring *ring, unsigned bid,
+                                  Py_ssize_t n, Py_ssize_t *room)

@@ -6,7 +6,7 @@
 # has the tables with what makes each move.  The read state says what
 # happens to what arrives (delivered, kept, dropped); the reader -- the
 # read mode, an Operation of its own (stream_readers.pyx) -- says which
-# request brings it.  Why each mode, as measured:
+# request brings it.  Why each mode:
 #
 # Reading: one multishot RECV per transport, its buffers picked by the kernel
 # from the loop's provided-buffer ring; each completion is copied into a
@@ -27,8 +27,8 @@
 # Incremental buffer consumption (IOU_PBUF_RING_INC, 6.12) was tried for
 # the ring and not kept: it packs reads of all connections into one buffer,
 # but splits a read where a buffer ends, and each split is one more
-# data_received() and, for an echo, one more send: 0.90-0.96x req/s at
-# 10 KiB.  A ring of 128 x 32 KiB instead of 64 x 256 KiB changed nothing.
+# data_received() and, for an echo, one more send; nor were smaller
+# buffers (docs/benchmarks.md, "Behind the comments").
 # A BufferedProtocol instead gets a single-shot RECV straight into the
 # memory its get_buffer() returned.  While reading is paused, what arrives is
 # kept and handed over on resume; past PAUSED_BYTES_LIMIT the request is
@@ -148,9 +148,12 @@ cdef str WRITE_TYPE_ERROR = _write_type_error()
 # The moves between read states (stream.pxd) that set_read_state() allows:
 # for each state, a bit per state it may go to.  docs/design.md has the
 # table with what makes each move.
-cdef int[5] READ_MOVES
-READ_MOVES[READ_ON] = (1 << READ_PAUSED) | (1 << READ_ENDED) | (1 << READ_CLOSED)
-READ_MOVES[READ_PAUSED] = (1 << READ_ON) | (1 << READ_CLOSED)
+cdef int[6] READ_MOVES
+READ_MOVES[READ_ON] = ((1 << READ_PAUSED) | (1 << READ_HANDING_OVER) | (1 << READ_ENDED)
+                       | (1 << READ_CLOSED))
+READ_MOVES[READ_PAUSED] = (1 << READ_ON) | (1 << READ_HANDING_OVER) | (1 << READ_CLOSED)
+READ_MOVES[READ_HANDING_OVER] = ((1 << READ_ON) | (1 << READ_PAUSED) | (1 << READ_ENDED)
+                                 | (1 << READ_CLOSED))
 READ_MOVES[READ_ENDED] = (1 << READ_ENDED_PAUSED) | (1 << READ_CLOSED)
 READ_MOVES[READ_ENDED_PAUSED] = (1 << READ_ENDED) | (1 << READ_CLOSED)
 READ_MOVES[READ_CLOSED] = 0
@@ -179,173 +182,6 @@ cdef class _KeptEof:
 KEPT_EOF = _KeptEof()
 
 
-cdef inline char *chunk_ptr(object chunk):
-    if type(chunk) is bytes:
-        return PyBytes_AS_STRING(chunk)
-    return <char *>(<ZeroCopyFuture>chunk).view.buf
-
-
-# The write queue: a ring of chunks in a list (0.16 KiB with the object).
-# It was a deque (0.75 KiB), whose append and popleft were Python calls
-# through bound methods and whose items were read through its type's
-# slot: the send path's functions went from 15.3% to 12.4% of a 1 KiB x
-# 1000 echo server's user samples (perf record -e cpu-clock:u).  The list
-# keeps the references where the garbage collector sees them.  Since
-# 2026-12-04 the oldest chunk is held by the queue object itself (`first`),
-# and the list is made at the first second chunk (ChunkQueue).
-cdef Py_ssize_t QUEUE_FIRST_SIZE = 8        # slots of a new queue
-cdef Py_ssize_t QUEUE_KEPT_SIZE = 64        # ... and the most a lent one keeps
-
-
-cdef inline object list_swap(list items, Py_ssize_t i, object value):
-    """items[i] = value, returning what was there: the list's slots
-    written as the macros do (Cython's item assignment is a call that
-    checks the type, the index and the sign each time)."""
-    old = <object>PyList_GET_ITEM(items, i)
-    Py_INCREF(value)
-    PyList_SET_ITEM(items, i, value)
-    Py_DECREF(old)              # (the list's reference; `old` holds its own)
-    return old
-
-
-@cython.final
-cdef class ChunkQueue:
-    # The oldest chunk is held by the queue itself (`first`), the ones
-    # behind it in the ring, whose list is made at the first second
-    # chunk: most sends are of one chunk, and theirs touches neither the
-    # list nor its slots (their first use after an enter, the kernel's
-    # send work between, was a cache miss each: docs/benchmarks.md, "The
-    # hot path's own calls").
-
-    cdef int append(self, object chunk) except -1:
-        cdef Py_ssize_t behind = self.count - 1, size, i
-        cdef list bigger
-        if self.count == 0:
-            self.first = chunk
-            self.count = 1
-            return 0
-        if self.items is None:
-            self.items = [None] * QUEUE_FIRST_SIZE
-            self.mask = QUEUE_FIRST_SIZE - 1
-            self.head = 0
-        size = self.mask + 1
-        if behind == size:
-            # full: twice as long, the oldest first
-            bigger = [None] * (2 * size)
-            for i in range(size):
-                bigger[i] = self.items[(self.head + i) & self.mask]
-            self.items = bigger
-            self.head = 0
-            self.mask = 2 * size - 1
-        list_swap(self.items, (self.head + behind) & self.mask, chunk)
-        self.count += 1
-        return 0
-
-    cdef object popleft(self):
-        chunk = self.first
-        self.count -= 1
-        if self.count:
-            self.first = list_swap(self.items, self.head, None)
-            self.head = (self.head + 1) & self.mask
-        else:
-            self.first = None
-        return chunk
-
-    cdef int clear(self) except -1:
-        """Empty it; a ring that grew past QUEUE_KEPT_SIZE goes (a lent
-        queue serves any connection next)."""
-        if self.mask >= QUEUE_KEPT_SIZE:
-            self.items = None
-            self.mask = 0
-            self.first = None
-        else:
-            while self.count:
-                self.popleft()
-        self.head = self.count = 0
-        return 0
-
-
-
-cdef inline Py_ssize_t queue_len(ChunkQueue queue) noexcept:
-    """How many chunks a transport's write queue holds, 0 while it has
-    none (None: no sender lent)."""
-    if queue is None:
-        return 0
-    return queue.count
-
-
-cdef inline object queue_at(ChunkQueue queue, Py_ssize_t i):
-    """queue[i], 0 <= i < queue_len(queue)."""
-    if i == 0:
-        return queue.first
-    return <object>PyList_GET_ITEM(queue.items, (queue.head + i - 1) & queue.mask)
-
-
-cdef inline Py_ssize_t chunk_len(object chunk) noexcept:
-    if type(chunk) is bytes:
-        return len(<bytes>chunk)
-    return (<ZeroCopyFuture>chunk).view.len
-
-
-@cython.final
-cdef class StreamSend(Operation):
-
-    cdef object owner(self):
-        return self.transport
-
-    cdef int arm(self) except -1:
-        """A SEND of the transport's head chunk, or a SENDMSG of the chunks
-        queued from it (queue_batch); held from when the request is in
-        flight (sqe_for) until the completion, so that a StreamSend with
-        none in flight holds nothing (return_sender)."""
-        cdef StreamTransport tr = self.transport
-        cdef Py_ssize_t n = queue_len(tr.write_queue)
-        cdef io_uring_sqe *sqe
-        head = queue_at(tr.write_queue, 0)
-        if n == 1:
-            sqe = self.loop.sqe_for(self)
-            self.held = head
-            ul_prep_send(sqe, tr.fd, chunk_ptr(head) + tr.head_offset,
-                         <size_t>(chunk_len(head) - tr.head_offset), MSG_NOSIGNAL)
-            return 0
-        n = queue_batch(tr, n)
-        if self.iov == NULL:
-            # (most sends are of one chunk and need none: a connection
-            # with a send in flight costs 1 KiB less)
-            self.iov = <iovec *>PyMem_Malloc(MAX_IOV * sizeof(iovec))
-            if self.iov == NULL:
-                raise MemoryError()
-        chunks = queue_message(tr, &self.msg, self.iov, n)
-        sqe = self.loop.sqe_for(self)
-        self.held = chunks
-        ul_prep_sendmsg(sqe, tr.fd, &self.msg, MSG_NOSIGNAL)
-        return 0
-
-    cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        """Dispatched without a context (a lent StreamSend's is None):
-        only a result that may reach the protocol or schedule a callback
-        enters the transport's, as its other completions run -- entering
-        and leaving it was ~55 instructions of every small echo."""
-        cdef StreamTransport tr = self.transport
-        cdef bint entered
-        self.held = None
-        if not send_calls_out(tr, res):
-            return tr.send_completed(res, False)
-        entered = enter_context(tr.context)
-        try:
-            return tr.send_completed(res, False)
-        finally:
-            if entered:
-                PyContext_Exit(tr.context)
-
-    cdef int release(self) except -1:
-        self.held = None
-        return 0
-
-    def __dealloc__(self):
-        PyMem_Free(self.iov)
-
-
 cdef class StreamTransport(BaseTransport):
 
     max_size = 256 * 1024       # as the stdlib's transports (read size)
@@ -360,8 +196,9 @@ cdef class StreamTransport(BaseTransport):
     # -- reading ------------------------------------------------------------
     # The read state (stream.pxd, READ_*) says what happens to what the
     # reader's completions bring: delivered (READ_ON), kept for
-    # resume_reading() (READ_PAUSED, and while kept data is handed over),
-    # or dropped (READ_CLOSED).  The reader says which request is armed.
+    # resume_reading() (READ_PAUSED) or behind what was kept before
+    # (READ_HANDING_OVER), or dropped (READ_CLOSED).  The reader says which
+    # request is armed.
 
     @cython.final
     cdef int set_read_state(self, int state) except -1:
@@ -375,15 +212,15 @@ cdef class StreamTransport(BaseTransport):
 
     @cython.final
     cdef int start_reading(self) except -1:
-        """Arm the reader's request, when reading is on, nothing kept waits
-        and none is in flight; first take up a mode switched to."""
+        """Arm the reader's request, when reading is on (nothing kept waits:
+        READ_ON) and none is in flight; first take up a mode switched to."""
         cdef StreamReader reader = self.reader
-        if reader.in_flight:
+        if reader.life != OP_IDLE:
             return 0
         if self.next_reader is not None:
             reader = self.reader = self.next_reader
             self.next_reader = None
-        if self.read_state != READ_ON or self.kept is not None:
+        if self.read_state != READ_ON:
             return 0
         if reader.arm():
             self.op_started()
@@ -409,7 +246,7 @@ cdef class StreamTransport(BaseTransport):
         the current reader's request has ended (its final completion calls
         reader_done()); stopped now if it is in flight."""
         self.next_reader = reader
-        if self.reader.in_flight:
+        if self.reader.life != OP_IDLE:
             return self.reader.stop()
         return self.start_reading()
 
@@ -431,10 +268,10 @@ cdef class StreamTransport(BaseTransport):
             return 0                # closed: the selector loop reads no more
         if type(data) is not ZeroCopyPiece:
             self.bytes_received += n
-        if self.read_state == READ_PAUSED or self.kept is not None:
+        if self.read_state == READ_PAUSED or self.read_state == READ_HANDING_OVER:
             self.keep(data, n)
             if (self.read_state == READ_PAUSED and self.kept_bytes >= PAUSED_BYTES_LIMIT
-                    and self.reader.in_flight):
+                    and self.reader.life != OP_IDLE):
                 # kept while the multishot RECV stayed armed (pause_reading):
                 # enough, the peer is throttled by TCP from here on
                 self.reader.stop()
@@ -451,7 +288,7 @@ cdef class StreamTransport(BaseTransport):
     cdef int received_eof(self) except -1:
         if self.read_state == READ_CLOSED:
             return 0
-        if self.read_state == READ_PAUSED or self.kept is not None:
+        if self.read_state == READ_PAUSED or self.read_state == READ_HANDING_OVER:
             return self.keep(KEPT_EOF, 0)
         return self.deliver_eof()
 
@@ -470,13 +307,13 @@ cdef class StreamTransport(BaseTransport):
         socket already."""
         if self.read_state == READ_CLOSED:
             return 0
-        if self.read_state == READ_PAUSED or self.kept is not None:
+        if self.read_state == READ_PAUSED or self.read_state == READ_HANDING_OVER:
             return self.keep(exc, 0)
         return self.fatal_error(exc, 'Fatal read error on socket transport')
 
     cdef int keep(self, object item, Py_ssize_t n) except -1:
-        """Hold what arrived while paused (the list is made when needed:
-        most connections never pause)."""
+        """Hold what arrived while paused or handing over (the list is
+        made when needed: most connections never pause)."""
         if self.kept is None:
             self.kept = []
         self.kept.append(item)
@@ -489,10 +326,12 @@ cdef class StreamTransport(BaseTransport):
         arm the reader.  Rescheduled if a callback raised KeyboardInterrupt
         or SystemExit: the rest is handed over when the loop runs again."""
         try:
-            while self.kept is not None and self.read_state == READ_ON:
+            while self.read_state == READ_HANDING_OVER:
                 item = self.kept.pop(0)
                 if not self.kept:
+                    # the last: reading is plainly on while it is handed over
                     self.kept = None
+                    self.set_read_state(READ_ON)
                 self.hand_over(item)
         except BaseException:
             # (also when that was the last item: the call again arms the
@@ -512,7 +351,7 @@ cdef class StreamTransport(BaseTransport):
     @cython.final
     cdef int deliver(self, object data) except -1:
         if type(data) is ZeroCopyPiece:
-            return self.deliver_piece(<ZeroCopyPiece>data)
+            return deliver_piece(self, <ZeroCopyPiece>data)
         if self.buffered_protocol:
             return self.deliver_copied(data)
         call_data_received(self, data)
@@ -555,25 +394,10 @@ cdef class StreamTransport(BaseTransport):
         if self.kept is None:
             self.kept = []
             if self.read_state == READ_ON:
+                self.set_read_state(READ_HANDING_OVER)
                 self.loop.call_soon(self._deliver_kept)
         self.kept.insert(0, rest)
         self.kept_bytes += len(rest)
-        return 0
-
-    cdef int deliver_piece(self, ZeroCopyPiece piece) except -1:
-        receiver = getattr(self.protocol, 'zerocopy_received', None)
-        if receiver is None:
-            data = piece.tobytes()          # one copy; the piece goes back now
-            piece.delivered_now()
-            return self.deliver(data)
-        try:
-            receiver(piece)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self.fatal_error(exc, 'Fatal error: protocol.zerocopy_received() call failed.')
-        finally:
-            piece.delivered_now()
         return 0
 
     cdef int deliver_eof(self) except -1:
@@ -601,31 +425,16 @@ cdef class StreamTransport(BaseTransport):
         if self.read_state == READ_ENDED:
             self.eof_to_protocol()
 
-    cdef int zc_off(self, bint rearm) except -1:
-        """The zero-copy receive queue is gone (closed, or its loop closed):
-        its ring is closed, so the RECV_ZC is over without a completion;
-        with rearm, ordinary reads from now on."""
-        cdef StreamReader reader = self.reader
-        if reader.mode != READS_ZEROCOPY:
-            return 0
-        if reader.in_flight:
-            self.loop.forget(reader)
-            self.op_finished()
-        self.reader = new_reader(RingReader, self)
-        self.next_reader = None
-        if rearm:
-            self.start_reading()
-        return 0
-
     def is_reading(self):
-        return self.read_state == READ_ON or self.read_state == READ_ENDED
+        return (self.read_state == READ_ON or self.read_state == READ_HANDING_OVER
+                or self.read_state == READ_ENDED)
 
     def pause_reading(self):
         """Stop calling data_received until resume_reading()."""
         if self.read_state == READ_ENDED:
             self.set_read_state(READ_ENDED_PAUSED)
             return
-        if self.read_state != READ_ON:
+        if self.read_state != READ_ON and self.read_state != READ_HANDING_OVER:
             return
         self.set_read_state(READ_PAUSED)
         # The ring's multishot RECV stays armed: what arrives is kept (and
@@ -644,10 +453,11 @@ cdef class StreamTransport(BaseTransport):
             return
         if self.read_state != READ_PAUSED:
             return
-        self.set_read_state(READ_ON)
         if self.kept is not None:
+            self.set_read_state(READ_HANDING_OVER)
             self.loop.call_soon(self._deliver_kept)
         else:
+            self.set_read_state(READ_ON)
             self.start_reading()
         if self.loop._debug:
             logger.debug("%r resumes reading", self)
@@ -748,7 +558,7 @@ cdef class StreamTransport(BaseTransport):
             # idle but for earlier such writes: see flow control, above
             self.presumed_sent = self.write_buffer_size
         if self.send_state == SEND_IDLE:
-            self.schedule_send()
+            schedule_send(self)
         self.maybe_pause_protocol()
 
     def writelines(self, list_of_data):
@@ -793,124 +603,20 @@ cdef class StreamTransport(BaseTransport):
                 Py_FatalError(b'uringloop: a stream transport moved between send '
                               b'states its table does not join')
             if ((state == SEND_SENDING or state == SEND_ZEROCOPY)
-                    and ((self.send_op is not None and self.send_op.in_flight)
+                    and ((self.send_op is not None and self.send_op.life != OP_IDLE)
                          or self.zc_send_op is not None)):
                 Py_FatalError(b'uringloop: a stream transport wrote a send while '
                               b'one was in flight')
         self.send_state = state
         return 0
 
-    @cython.final
-    cdef int schedule_send(self) except -1:
-        """The first chunk queued on an idle transport: its request is
-        written before the loop's next io_uring_enter (loop.flush_sends),
-        so every chunk queued until then leaves with it in one SENDMSG."""
-        self.set_send_state(SEND_OWED)
-        self.loop.send_flushes.append(self)
-        return 0
-
     cdef int flush_sends(self) except -1:
         if self.send_state != SEND_OWED:
             return 0            # sent or dropped meanwhile (send_owed_now, stop_io)
         if queue_len(self.write_queue) and not self.conn_lost and self.loop.ring.open:
-            return self.submit_send()
+            return submit_send(self)
         self.set_send_state(SEND_IDLE)
         return return_sender(self)
-
-    @cython.final
-    cdef int submit_send(self) except -1:
-        """Write the request for the head of the queue: a SEND_ZC or
-        SENDMSG_ZC where the zero-copy policy wants one, else the lent
-        StreamSend's SEND or SENDMSG."""
-        head = queue_at(self.write_queue, 0)
-        if self.zc_maybe:
-            if self.zc.wants(head, chunk_len(head) - self.head_offset, self.plain_bytes):
-                return self.submit_send_zc(head)
-            zc_policy_changed(self)     # (turned off meanwhile?)
-        self.set_send_state(SEND_SENDING)
-        self.send_op.arm()
-        return self.op_started()
-
-    cdef int submit_send_zc(self, object head) except -1:
-        """The head chunk with SEND_ZC, or it and the zero-copy chunks
-        behind it with one SENDMSG_ZC (zc_batch); they stay held until the
-        kernel's notification."""
-        cdef ZcSend op = ZcSend.__new__(ZcSend)
-        op.sends = True
-        op.loop = self.loop
-        op.context = self.context
-        op.transport = self
-        self.set_send_state(SEND_ZEROCOPY)
-        op.arm(head, zc_batch(self, head))
-        self.zc.notifs_pending += 1
-        self.zc_send_op = op
-        return self.op_started()
-
-    @cython.final
-    cdef int zc_send_completed(self, int32_t res) except -1:
-        self.zc_send_op = None
-        if self.zc.absorb_error(res):
-            # refused before it sent a byte: the policy turned zero-copy
-            # off (or skips it once), and the queue goes again
-            self.op_finished()
-            if queue_len(self.write_queue) and not self.conn_lost:
-                return self.submit_send()
-            self.set_send_state(SEND_IDLE)
-            return return_sender(self)
-        if res > 0:
-            self.zc.zc_sends += 1
-            self.zc.zc_bytes += res
-        return self.send_completed(res, True)
-
-    @cython.final
-    cdef int send_completed(self, int32_t res, bint zerocopy) except -1:
-        try:
-            return self.send_result(res, zerocopy)
-        finally:
-            return_sender(self)
-
-    @cython.final
-    cdef int send_result(self, int32_t res, bint zerocopy) except -1:
-        self.op_finished()
-        # the submit's answer is in: what it did not send is buffered
-        self.presumed_sent = 0
-        if self.conn_lost and not queue_len(self.write_queue):
-            return self.set_send_state(SEND_IDLE)     # aborted: the queue was dropped
-        if res < 0:
-            if res == -EAGAIN:
-                self.submit_send()
-                return self.maybe_pause_protocol()
-            self.set_send_state(SEND_IDLE)
-            if res != -ECANCELED:
-                self.fatal_error(convert_error(res), 'Fatal write error on socket transport')
-            return 0
-        if not zerocopy:
-            self.plain_sends += 1
-            self.plain_bytes += res
-        sent_from_queue(self, res)
-        if queue_len(self.write_queue):
-            self.submit_send()
-            self.maybe_pause_protocol()     # (the socket refused presumed bytes)
-            self.maybe_resume_protocol()
-            return 0
-        self.set_send_state(SEND_IDLE)
-        self.maybe_resume_protocol()
-        if queue_len(self.write_queue):
-            # resume_writing() wrote again (the stdlib's _write_ready: "may
-            # append to buffer"); its send is owed.  A closing transport
-            # sends that too before it goes: SSLProtocol writes the records
-            # it held while paused, close_notify last, after close().
-            return 0
-        if self.empty_waiter is not None:
-            if not self.empty_waiter.done():
-                self.empty_waiter.set_result(None)
-        if self.closing:
-            if not self.conn_lost:
-                self.conn_lost += 1
-                self.loop.soon(call_connection_lost, (self, None), handle_context(self))
-        elif self.eof_written:
-            self.sock.shutdown(socket.SHUT_WR)
-        return 0
 
     def write_zerocopy(self, buf):
         """Send buf (any C-contiguous buffer: bytes, bytearray, memoryview,
@@ -943,7 +649,7 @@ cdef class StreamTransport(BaseTransport):
         self.send_op.queue.append(zb)
         self.write_buffer_size += zb.view.len
         if self.send_state == SEND_IDLE:
-            self.schedule_send()
+            schedule_send(self)
         self.maybe_pause_protocol()
         return zb
 
@@ -1066,147 +772,6 @@ cdef class StreamTransport(BaseTransport):
         return BaseTransport.connection_lost_now(self, exc)
 
 
-# ---- the write queue: a ChunkQueue of chunks and the StreamSend that sends from
-# it, lent by the loop together while a transport has something to send
-
-cdef Py_ssize_t queue_batch(StreamTransport tr, Py_ssize_t n):
-    """How many of the n queued chunks one SENDMSG takes: up to MAX_IOV,
-    and no more than SEND_BATCH_BYTES once the first is in."""
-    cdef Py_ssize_t i = 1, total = chunk_len(queue_at(tr.write_queue, 0)) - tr.head_offset
-    if n > MAX_IOV:
-        n = MAX_IOV
-    while i < n and total < SEND_BATCH_BYTES:
-        total += chunk_len(queue_at(tr.write_queue, i))
-        i += 1
-    return i
-
-
-cdef list queue_message(StreamTransport tr, msghdr *msg, iovec *iov, Py_ssize_t n):
-    """Point msg at the first n queued chunks (iov has room for n),
-    the head from head_offset on; return the chunks, for the request
-    to hold while the kernel reads them."""
-    cdef Py_ssize_t i
-    cdef list chunks = []
-    for i in range(n):
-        chunk = queue_at(tr.write_queue, i)
-        chunks.append(chunk)
-        iov[i].iov_base = chunk_ptr(chunk)
-        iov[i].iov_len = chunk_len(chunk)
-    iov[0].iov_base = <char *>iov[0].iov_base + tr.head_offset
-    iov[0].iov_len -= tr.head_offset
-    msg.msg_name = NULL
-    msg.msg_namelen = 0
-    msg.msg_iov = iov
-    msg.msg_iovlen = n
-    msg.msg_control = NULL
-    msg.msg_controllen = 0
-    msg.msg_flags = 0
-    return chunks
-
-
-cdef inline int sent_from_queue(StreamTransport tr, Py_ssize_t n) except -1:
-    """n bytes from the head of the write queue have left: drop the
-    chunks sent whole (a zero-copy one is told so), advance into the
-    next."""
-    tr.write_buffer_size -= n
-    while n > 0:
-        chunk = queue_at(tr.write_queue, 0)
-        if n >= chunk_len(chunk) - tr.head_offset:
-            n -= chunk_len(chunk) - tr.head_offset
-            tr.head_offset = 0
-            tr.write_queue.popleft()
-            if type(chunk) is ZeroCopyFuture:
-                (<ZeroCopyFuture>chunk).sent = True
-                (<ZeroCopyFuture>chunk).finish_if_released()
-            else:
-                # nobody else holds it: the next read's (read_bytes.h)
-                ul_bytes_sent(&tr.loop.spare_bytes, chunk)
-        else:
-            tr.head_offset += n
-            n = 0
-    return 0
-
-
-cdef object send_owed_now(StreamTransport tr):
-    """close(), abort() or a fatal error before the loop's next enter,
-    with writes whose request is not yet written (schedule_send): the
-    selector loop sent them inside write(), so they leave now with
-    send(2), as far as the socket takes them, and leave the queue;
-    the rest stays queued (close() sends it, abort() drops it, as
-    there: aiohttp writes a response and aborts).  Plain chunks only,
-    in order: a zero-copy chunk stops it.  Returns the error send(2)
-    gave (the peer reset the connection), or None."""
-    cdef Py_ssize_t left, sent
-    tr.presumed_sent = 0        # (what the socket does not take is buffered)
-    while queue_len(tr.write_queue):
-        chunk = queue_at(tr.write_queue, 0)
-        if type(chunk) is not bytes:
-            break
-        left = len(<bytes>chunk) - tr.head_offset
-        sent = ul_send_now(tr.fd, PyBytes_AS_STRING(chunk) + tr.head_offset, left)
-        if sent < 0:
-            if sent != -EAGAIN:
-                return convert_error(<int>sent)
-            break
-        tr.plain_bytes += sent
-        sent_from_queue(tr, sent)
-        if sent != left:
-            break
-    if not queue_len(tr.write_queue):
-        # nothing left for the owed request: flush_sends() skips it
-        tr.set_send_state(SEND_IDLE)
-        return_sender(tr)
-    return None
-
-
-cdef inline bint send_calls_out(StreamTransport tr, int32_t res) noexcept:
-    """A send's completion may call the protocol (resume_writing(), a
-    fatal error's connection_lost()) or schedule a callback in the current
-    context (close()'s connection_lost(), write_eof()'s shutdown after
-    it): all of them follow an error or one of these states, which only a
-    protocol's or the user's call sets.  Otherwise it just drops what was
-    sent and writes the next send.  (A ZeroCopyFuture sent by a SENDMSG
-    schedules its callbacks in the contexts they were added in.)"""
-    return (res < 0 or tr.conn_lost or tr.protocol_paused or tr.closing
-            or tr.eof_written or tr.empty_waiter is not None)
-
-
-cdef inline int lend_sender(StreamTransport tr) except -1:
-    """Borrow a StreamSend and its (empty) queue from the loop (its
-    idle ones are a linked list: see DatagramTransport.take_send_op)."""
-    cdef StreamSend op = <StreamSend>tr.loop.spare_sends
-    if op is not None:
-        tr.loop.spare_sends = op.next_spare
-        tr.loop.spare_send_count -= 1
-        op.next_spare = None
-    else:
-        op = StreamSend.__new__(StreamSend)
-        op.sends = True
-        op.loop = tr.loop
-        op.queue = ChunkQueue.__new__(ChunkQueue)
-    op.transport = tr           # (op.context stays None: StreamSend.complete)
-    tr.send_op = op
-    tr.write_queue = op.queue
-    return 0
-
-
-cdef inline int return_sender(StreamTransport tr) except -1:
-    """Return the StreamSend once nothing is queued or in flight."""
-    cdef StreamSend op = tr.send_op
-    if op is None or tr.send_state != SEND_IDLE or op.in_flight or queue_len(tr.write_queue):
-        return 0
-    tr.send_op = None
-    tr.write_queue = None
-    if op.queue.mask >= QUEUE_KEPT_SIZE:
-        op.queue.clear()            # (empty: its grown ring goes)
-    op.transport = None             # (op.held is None: none in flight, arm())
-    if tr.loop.spare_send_count < SEND_POOL_MAX:
-        op.next_spare = <StreamSend>tr.loop.spare_sends
-        tr.loop.spare_sends = op
-        tr.loop.spare_send_count += 1
-    return 0
-
-
 cdef int zc_policy_changed(StreamTransport tr) except -1:
     """zc_maybe follows the transport's zero-copy policy: once it is set
     up, after a change through the 'socket' extra info
@@ -1231,7 +796,7 @@ cdef object stream_extra_info(StreamTransport tr, object name, object default):
         return {'mode': READ_MODE_NAMES[tr.reader.mode], 'received_bytes': tr.bytes_received,
                 'direct_bytes': tr.direct_bytes,
                 'direct_switches': tr.direct_switches,
-                'armed': tr.reader.in_flight}
+                'armed': tr.reader.life != OP_IDLE}
     if name == 'writing':
         return {'direct_sends': tr.direct_sends,
                 'queued_bytes': tr.write_buffer_size}
@@ -1240,7 +805,7 @@ cdef object stream_extra_info(StreamTransport tr, object name, object default):
             return default
         stats = tr.zcrx.stats()
         stats['receiving_zerocopy'] = tr.reader.mode == READS_ZEROCOPY
-        stats['receive_armed'] = tr.reader.in_flight
+        stats['receive_armed'] = tr.reader.life != OP_IDLE
         stats['connection_zerocopy_bytes'] = tr.zc_received_bytes
         stats['copied_bytes'] = tr.bytes_received    # received ordinarily
         return stats

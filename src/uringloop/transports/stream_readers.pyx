@@ -12,7 +12,7 @@
 # state (READ_*), decided in one place (stream.pyx); which request to arm
 # is the reader's.  A mode changes only through switch_reader(), and only
 # once the old reader's request has ended: two receives in flight on one
-# socket could take its bytes out of order.  (StreamTransport.zc_off() is
+# socket could take its bytes out of order.  (zc_off() below is
 # the exception: a zcrx queue that goes away closes the ring its RECV_ZC
 # was on, which ends it without a completion.)
 #
@@ -25,52 +25,7 @@
 #   ZeroCopyReader  multishot RECV_ZC on a zcrx queue's own ring (zcrx.pyx),
 #                   pieces of its area handed over without a copy
 #
-# When each is used and why (measured): the top of stream.pyx.
-
-
-cdef extern from *:
-    """
-    /* The n bytes a provided buffer of ring received, copied into a bytes
-     * object (ul_bytes_to_fill(): sp's spare or a new one, *room as
-     * there), the buffer given back to the kernel either way.  When that
-     * object cannot be made, returns the MemoryError instead, with *room
-     * -1 (no exception left set): the caller, whose bytes are out of the
-     * socket, fails the transport with it -- a try/except around the call
-     * would save and restore the thread's exception state on every read. */
-    static PyObject *ul_bytes_from_buf_ring(ul_spare_bytes *sp, ul_buf_ring *ring,
-                                            unsigned bid, Py_ssize_t n, Py_ssize_t *room)
-    {
-        PyObject *b;
-        if (n == 1) {
-            /* CPython's own object for that byte, made once (a spare's
-             * block would cost more than it saves) */
-            b = PyBytes_FromStringAndSize((const char *)ul_buf_ring_addr(ring, bid), 1);
-            *room = 0;
-        } else {
-            b = ul_bytes_to_fill(sp, n, room);
-            if (b != NULL)
-                memcpy(PyBytes_AS_STRING(b), ul_buf_ring_addr(ring, bid), (size_t)n);
-        }
-        ul_buf_ring_recycle(ring, bid);
-        if (b == NULL) {
-            *room = -1;
-#if PY_VERSION_HEX >= 0x030C0000
-            b = PyErr_GetRaisedException();
-#else
-            PyObject *type, *tb;
-            PyErr_Fetch(&type, &b, &tb);
-            PyErr_NormalizeException(&type, &b, &tb);
-            if (tb != NULL)
-                PyException_SetTraceback(b, tb);
-            Py_XDECREF(type);
-            Py_XDECREF(tb);
-#endif
-        }
-        return b;
-    }
-    """
-    object ul_bytes_from_buf_ring(ul_spare_bytes *sp, ul_buf_ring *ring, unsigned bid,
-                                  Py_ssize_t n, Py_ssize_t *room)
+# When each is used and why: the top of stream.pyx.
 
 
 cdef StreamReader new_reader(type kind, StreamTransport tr):
@@ -253,7 +208,7 @@ cdef class DirectReader(StreamReader):
         for i in range(DIRECT_READS_PER_WAKEUP):
             if tr.reader is not self or tr.next_reader is not None:
                 return 0            # switched: its stop is under way
-            if tr.read_state != READ_ON or tr.kept is not None:
+            if tr.read_state != READ_ON:
                 return self.stop()  # paused, ended or closed meanwhile
             size = self.read_size
             # a read short of the recent ones is made up from what came
@@ -347,8 +302,7 @@ cdef class BufferedReader(StreamReader):
         cdef Py_ssize_t got = res, asked, after = 1
         try:
             if res > 0:
-                if (self.view_protocol is tr.protocol and tr.read_state == READ_ON
-                        and tr.kept is None):
+                if self.view_protocol is tr.protocol and tr.read_state == READ_ON:
                     # short of the recent completions: made up from what
                     # came since, if that was worth it lately (gather_want)
                     asked = gather_want(self, self.recent)
@@ -419,7 +373,7 @@ cdef class ZeroCopyReader(StreamReader):
             return 0                # until room_again()
         if not self.zcrx.arm(self):
             # the queue closed (or its loop did) meanwhile: ordinary reads
-            self.transport.zc_off(True)
+            zc_off(self.transport, True)
             return 0
         return 1
 
@@ -465,3 +419,39 @@ cdef class ZeroCopyReader(StreamReader):
                 zcrx.readers.discard(self)
                 tr.reader_done()
         return 0
+
+
+cdef int deliver_piece(StreamTransport tr, ZeroCopyPiece piece) except -1:
+    """A piece of a zcrx area to the protocol: zerocopy_received(piece), or
+    data_received() with its bytes where the protocol has no such method."""
+    receiver = getattr(tr.protocol, 'zerocopy_received', None)
+    if receiver is None:
+        data = piece.tobytes()          # one copy; the piece goes back now
+        piece.delivered_now()
+        return tr.deliver(data)
+    try:
+        receiver(piece)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        tr.fatal_error(exc, 'Fatal error: protocol.zerocopy_received() call failed.')
+    finally:
+        piece.delivered_now()
+    return 0
+
+
+cdef int zc_off(StreamTransport tr, bint rearm) except -1:
+    """The zero-copy receive queue is gone (closed, or its loop closed):
+    its ring is closed, so the RECV_ZC is over without a completion;
+    with rearm, ordinary reads from now on."""
+    cdef StreamReader reader = tr.reader
+    if reader.mode != READS_ZEROCOPY:
+        return 0
+    if reader.life != OP_IDLE:
+        tr.loop.forget(reader)
+        tr.op_finished()
+    tr.reader = new_reader(RingReader, tr)
+    tr.next_reader = None
+    if rearm:
+        tr.start_reading()
+    return 0

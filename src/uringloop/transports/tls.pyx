@@ -6,10 +6,8 @@
 # functions per request (buffer_updated, _do_read, _do_read__copied, two
 # SSLObject.read()s, the second only to be told SSLWantReadError, which
 # _ssl builds with a formatted message, _write_appdata, _do_write,
-# _process_outgoing twice, the flow-control checks, ...), and 57% of the
-# server's user CPU was the interpreter (perf record -e cpu-clock:u,
-# bench/run_tls.py's 1 KiB cell; uvloop, whose SSL protocol is compiled,
-# spent 0.56x our user CPU per request).
+# _process_outgoing twice, the flow-control checks, ...), and most of the
+# server's user CPU was the interpreter's (docs/benchmarks.md, "Behind the comments").
 #
 # RingSSLProtocol subclasses it and replaces only those methods, with the
 # same effects in every state; the handshake, the shutdown, the timeouts,
@@ -97,9 +95,8 @@ cdef class TlsPath:
     cdef object incoming        # ssl.MemoryBIO: records from the peer
     cdef object outgoing        # ssl.MemoryBIO: records for the peer
     cdef object backlog         # the deque of application data to encrypt
-    # their methods the steps call, bound once (a lookup per call was 2.6%
-    # of the 1 KiB TLS echo's user samples); engine_*: of what reads and
-    # writes (tls_engine)
+    # their methods the steps call, bound once (not looked up per call);
+    # engine_*: of what reads and writes (tls_engine)
     cdef object engine_read, engine_write, engine_pending
     cdef bint engine_raw        # the engine is _ssl's, whose read() takes a buffer
     cdef object incoming_write, outgoing_read
@@ -277,8 +274,8 @@ cdef int tls_read_copied(object self, TlsPath path) except -1:
 
 cdef int tls_read_into_one(object self, TlsPath path) except -1:
     """tls_read_copied() for a plain ssl.SSLObject, with no max_size bytes
-    per record shrunk to what came and no join of them (at 100 KiB the
-    join alone was 2% of the server's user samples).  The first read asks
+    per record shrunk to what came and no join of them (a join per large
+    read).  The first read asks
     for what can be there: the incoming BIO's records, and a record's
     worth (or max_size if less) for what OpenSSL holds that the BIO no
     longer counts -- the plaintext left of a record it decrypted, or else

@@ -23,22 +23,17 @@ _MODE_NAMES = {ZC_AUTO: 'auto', ZC_ALWAYS: 'always', ZC_NEVER: 'never'}
 
 cdef int AUTO_PROBE_REPORTS = 4       # copied reports before auto gives up
 cdef Py_ssize_t DEFAULT_ZC_THRESHOLD = 16 * 1024
-# Datagrams from 7.5 KiB up leave with SEND_ZC in auto mode.  Measured into
-# the sink namespace (bench/run_zerocopy.py's UDP path, 3 rounds, both
-# modes sending chained requests, 64 per enter): SEND_ZC against copying
-# was 0.94x at 4000 bytes, 0.96x at 5000, 0.93x at 6000, 0.96x at 7000,
-# 1.02-1.05x at 8000, 1.11-1.12x at 16000, 1.16-1.21x at 60000
-# (bench/results/zerocopy-2026-12-01-1442, -1453, -1501).  The C sender on the
-# same ring layer crosses over at the same size (0.91x at 5000, 1.00x at
-# 7000, 1.06x at 8000): below it, pinning the pages and the notification
-# cost the kernel more than the copy it saves.
+# Datagrams from 7.5 KiB up leave with SEND_ZC in auto mode, where it
+# overtakes copying into a sink over veth: below it, pinning the pages and
+# the notification cost the kernel more than the copy it saves
+# (docs/benchmarks.md, "Figures behind the code's constants").
 cdef Py_ssize_t DATAGRAM_ZC_THRESHOLD = 7680
-# A TCP connection's first bytes go ordinarily even in auto mode.  Measured
-# on loopback with BBR (this machine's default congestion control): five
-# SEND_ZC probes at the very start of a connection left 5 of 16 connections
-# at ~0.55x for their whole life (BBR's early bandwidth samples), while after
-# 256 KiB of ordinary sends 0 of 10 were affected.  A connection carrying
-# less gains little from zero-copy anyway.
+# A TCP connection's first bytes go ordinarily even in auto mode: with BBR,
+# zero-copy probes at the very start of a connection slowed some
+# connections for their whole life (BBR's early bandwidth samples), probes
+# after this many ordinary bytes none (docs/benchmarks.md, "Figures behind
+# the code's constants").  A connection carrying less gains little from
+# zero-copy anyway.
 cdef Py_ssize_t AUTO_WARMUP_BYTES = 256 * 1024
 
 
@@ -51,7 +46,7 @@ class ZeroCopyResult(collections.namedtuple('ZeroCopyResult', 'nbytes zerocopy')
 cdef object zc_result(Py_ssize_t nbytes, bint zerocopy):
     """ZeroCopyResult(nbytes, zerocopy), made as tuple.__new__ makes a
     tuple subclass's instance: the namedtuple's own __new__ is a Python
-    function (0.8 us per result against 0.3 for tuple.__new__, timeit)."""
+    function."""
     cdef object result = PyType_GenericAlloc(<PyTypeObject *>ZeroCopyResult, 2)
     cdef object n = nbytes                        # (typed object: each item
     cdef object flag = True if zerocopy else False  # is a reference of its own)
@@ -187,9 +182,8 @@ cdef bint is_local_peer(object peer, object local):
     127/8 mapped into IPv6), or the socket's own address.  The kernel
     copies zero-copy data delivered locally, and with a small receive
     buffer the peer even drops the page-sized segments and TCP stalls in
-    retransmissions -- measured: 16 KiB SEND_ZC writes to a local peer with
-    SO_RCVBUF 4 KiB took ~1.5 s each.  Parsed with inet_pton(3): it runs for
-    every accepted connection (the ipaddress module cost ~10 us of it)."""
+    retransmissions (docs/benchmarks.md, "Behind the comments").  Parsed with inet_pton(3), not
+    the ipaddress module: it runs for every accepted connection."""
     cdef unsigned char raw[16]
     if not isinstance(peer, tuple) or not isinstance(local, tuple):
         return False
@@ -215,7 +209,7 @@ _socket_settings = weakref.WeakKeyDictionary()
 _receive_settings = weakref.WeakKeyDictionary()
 # set_zerocopy() was called for some socket: until then a new transport
 # looks in neither dictionary (an attribute of each, `.data`, read per
-# accepted connection, was some 300 instructions of its 25,000)
+# accepted connection)
 cdef bint zerocopy_settings_given = False
 
 
@@ -301,9 +295,9 @@ cdef class ZeroCopyFuture:
     It behaves as an asyncio.Future (asyncio.isfuture() is True): await
     it, pass it to gather(), wait() or wait_for(), add_done_callback(),
     result(), exception(), cancel().  It is not an asyncio.Future because
-    that costs more than the send it reports on: making one took 0.5 us
-    (timeit), a fifth of a registered-buffer datagram's CPU.  Only the
-    loop settles it; cancelling it does not release the buffer earlier.
+    that costs a good part of the send it reports on (docs/benchmarks.md,
+    "Behind the comments").  Only the loop settles it; cancelling it does
+    not release the buffer earlier.
     An exception nobody retrieved is reported to the loop's exception
     handler when the object goes, as a Future's is (UnretrievedError)."""
 
@@ -461,8 +455,7 @@ cdef UnretrievedError new_unretrieved_error(ZeroCopyFuture fut):
 cdef class UnretrievedError:
     """Reports a ZeroCopyFuture's exception that nobody retrieved, when
     the future goes (it holds the only reference).  A __del__ of the
-    future itself ran for every send, failed or not: 3% of a registered
-    sender's user time."""
+    future itself would run for every send, failed or not."""
 
     def __del__(self):
         if self.exception is None or self.loop is None:
@@ -513,15 +506,14 @@ cdef Py_ssize_t zc_batch(StreamTransport tr, object head):
     """How many chunks from the head leave in one zero-copy request:
     one SENDMSG_ZC takes every zero-copy chunk queued behind the head
     (within queue_batch's bounds), as the copying path's SENDMSG takes
-    every chunk;
-    one SEND_ZC per chunk went one request, and one enter, per chunk
-    (bench/run_zerocopy.py, TCP, ZC always: 0.10x of copying at 4 KiB).
-    Chunks in registered buffers go together only when they lie in the
-    same registered region (one request names one buffer index) and
-    the kernel takes a vectored registered send (6.15, probed by its
-    READV_FIXED); otherwise a registered chunk goes alone with SEND_ZC,
-    the one zero-copy request that names a fixed buffer on every
-    kernel (1 enter per 4 KiB send, 0.08x of copying, before 6.15)."""
+    every chunk; one SEND_ZC per chunk went one request, and one enter,
+    per chunk, a small fraction of copying's rate (docs/benchmarks.md,
+    "Behind the comments").  Chunks in registered buffers go together
+    only when they lie in the same registered region (one request names
+    one buffer index) and the kernel takes a vectored registered send
+    (6.15, probed by its READV_FIXED); otherwise a registered chunk goes
+    alone with SEND_ZC, the one zero-copy request that names a fixed
+    buffer on every kernel (one enter per send before 6.15)."""
     cdef Py_ssize_t n = 1, size = queue_len(tr.write_queue), limit
     cdef int index = -1
     if size == 1 or not tr.loop.ops_supported[48]:     # IORING_OP_SENDMSG_ZC
@@ -602,7 +594,7 @@ cdef class ZcSend(Operation):
         if not (flags & IORING_CQE_F_MORE):
             self.chunk = None
             zc_failed_early(tr.zc, chunk)
-        return tr.zc_send_completed(res)
+        return zc_send_completed(tr, res)
 
     cdef int release(self) except -1:
         self.chunk = None
@@ -666,3 +658,37 @@ class UringTransportSocket(trsock.TransportSocket):
                 return self._policy.threshold
             raise OSError(_errno.ENOPROTOOPT, f'unknown uringloop option {optname}')
         return self._sock.getsockopt(level, optname, *args)
+
+
+# ---- a stream's zero-copy send (its send state SEND_ZEROCOPY) ----------------
+
+cdef int submit_send_zc(StreamTransport tr, object head) except -1:
+    """The head chunk with SEND_ZC, or it and the zero-copy chunks
+    behind it with one SENDMSG_ZC (zc_batch); they stay held until the
+    kernel's notification."""
+    cdef ZcSend op = ZcSend.__new__(ZcSend)
+    op.sends = True
+    op.loop = tr.loop
+    op.context = tr.context
+    op.transport = tr
+    tr.set_send_state(SEND_ZEROCOPY)
+    op.arm(head, zc_batch(tr, head))
+    tr.zc.notifs_pending += 1
+    tr.zc_send_op = op
+    return tr.op_started()
+
+
+cdef int zc_send_completed(StreamTransport tr, int32_t res) except -1:
+    tr.zc_send_op = None
+    if tr.zc.absorb_error(res):
+        # refused before it sent a byte: the policy turned zero-copy
+        # off (or skips it once), and the queue goes again
+        tr.op_finished()
+        if queue_len(tr.write_queue) and not tr.conn_lost:
+            return submit_send(tr)
+        tr.set_send_state(SEND_IDLE)
+        return return_sender(tr)
+    if res > 0:
+        tr.zc.zc_sends += 1
+        tr.zc.zc_bytes += res
+    return send_completed(tr, res, True)

@@ -124,8 +124,20 @@ cdef int check_shortcut_setting() except -1:
 def shortcuts():
     """Which shortcuts into CPython's internals this process runs with:
     {name: 'on' or 'off: <why>'}.  Fixed at import from the interpreter
-    and URINGLOOP_SHORTCUTS (see the top of src/uringloop/shortcuts.pyx)."""
+    and URINGLOOP_SHORTCUTS (see the top of src/uringloop/shortcuts/switch.pyx)."""
     return dict(shortcut_reasons)
 
 
 set_shortcuts()
+
+
+# what the shortcuts read of a type and an object
+cdef extern from "Python.h":
+    ctypedef struct PyTypeVersion "PyTypeObject":
+        unsigned long tp_flags
+        unsigned int tp_version_tag
+    unsigned long Py_TPFLAGS_VALID_VERSION_TAG
+    PyObject **_PyObject_GetDictPtr(object)
+    PyObject *_PyType_Lookup(PyTypeObject *type, object name)
+    PyTypeObject *Py_TYPE(object o)
+    Py_ssize_t Py_SIZE(object o)

@@ -13,7 +13,7 @@ its clients in the same loop it always has work and never waits, and the
 compiler took the waiting path for a cold one.  Every part is bounded in
 count and the whole in time (DEADLINE); loopback only.
 
-    PYTHONPATH=<dir holding the built package> python3 pgo_training.py [--expect DIR]
+    PYTHONPATH=<dir holding the built package> python3 tools/pgo_training.py [--expect DIR]
 
 (--expect: the package directory the build means to train; the run stops
 if `import uringloop` finds another, an installed one say.)

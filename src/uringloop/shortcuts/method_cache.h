@@ -159,8 +159,7 @@ static inline int ul_mc_is_method(PyObject *descr)
 /* func(obj, arg) / func(obj, arg, arg2) for a kept method: through its
  * vectorcall slot where it has one (a Python function, a cyfunction), as
  * PyObject_Vectorcall() would call it, without the generic call's steps
- * (__Pyx_PyObject_FastCallDict was 41 instructions of a 10 KiB echo
- * request). */
+ * (__Pyx_PyObject_FastCallDict's; docs/benchmarks.md, "Behind the comments"). */
 static inline PyObject *ul_mc_call_args(PyObject *func, PyObject *const *args, size_t n)
 {
     vectorcallfunc call = PyVectorcall_Function(func);
@@ -178,8 +177,8 @@ static inline PyObject *ul_mc_call2(PyObject *func, PyObject *obj, PyObject *arg
 
 /* A call's result as a status, for a caller that handles an error out of
  * line: 0 with the result dropped, or -1 with the exception set (a try
- * block around the call, set up on every read, was ~25 instructions of
- * each: call_data_received).  ul_mc_call2_status() / ul_mc_call3_status()
+ * block around the call would be set up on every read:
+ * call_data_received).  ul_mc_call2_status() / ul_mc_call3_status()
  * for a kept method, ul_mc_method2_status() / ul_mc_method3_status() for
  * the same call through the lookup. */
 static inline int ul_mc_status(PyObject *result)
