@@ -10,6 +10,16 @@
 
 cdef Py_ssize_t PIPE_MAX_READ = 256 * 1024
 
+# The moves of each state (pipes.pxd): a bit per state it may go to
+cdef int[3] PIPE_READ_MOVES
+PIPE_READ_MOVES[PIPE_READING] = (1 << PIPE_PAUSED) | (1 << PIPE_READ_CLOSED)
+PIPE_READ_MOVES[PIPE_PAUSED] = (1 << PIPE_READING) | (1 << PIPE_READ_CLOSED)
+PIPE_READ_MOVES[PIPE_READ_CLOSED] = 1 << PIPE_READ_CLOSED
+cdef int[3] PIPE_WRITE_MOVES
+PIPE_WRITE_MOVES[PIPE_WRITABLE] = (1 << PIPE_DRAINING) | (1 << PIPE_WRITE_CLOSED)
+PIPE_WRITE_MOVES[PIPE_DRAINING] = 1 << PIPE_WRITE_CLOSED
+PIPE_WRITE_MOVES[PIPE_WRITE_CLOSED] = 1 << PIPE_WRITE_CLOSED
+
 
 @cython.final
 cdef class PipeIO(Operation):
@@ -52,9 +62,8 @@ cdef class HangupWatch(Operation):
         return self.transport
 
     cdef int complete(self, int32_t res, uint32_t flags) except -1:
-        self.transport.hangup_armed = False
         self.transport.op_finished()
-        if res >= 0 and not self.transport.closing:
+        if res >= 0 and self.transport.write_state == PIPE_WRITABLE:
             self.transport.hangup()
         return 0
 
@@ -86,11 +95,22 @@ cdef class ReadPipeTransport(BaseTransport):
     def __class__(self):
         return AsyncioReadPipeTransport
 
+    cdef int set_read_state(self, int state) except -1:
+        """The one place the read state changes; the debug build stops the
+        process on a move PIPE_READ_MOVES does not have."""
+        if UL_DEBUG_BUILD and not (PIPE_READ_MOVES[self.read_state] & (1 << state)):
+            Py_FatalError(b'uringloop: a pipe transport moved between read '
+                          b'states its table does not join')
+        self.read_state = state
+        return 0
+
     cdef int start_reading(self) except -1:
-        if self.read_armed or self.closing or self.paused:
+        """Arm the READ when reading and none is in flight (a cancelled
+        one still is, until its completion)."""
+        if (self.read_op.life != OP_IDLE or self.read_state != PIPE_READING
+                or self.closing):      # (closed_with_loop(): no ring left)
             return 0
         self.read_op.arm()
-        self.read_armed = True
         self.op_started()
         return 0
 
@@ -98,9 +118,8 @@ cdef class ReadPipeTransport(BaseTransport):
         self.start_reading()
 
     cdef int read_completed(self, int32_t res) except -1:
-        self.read_armed = False
         self.op_finished()
-        if self.closing:
+        if self.read_state == PIPE_READ_CLOSED:
             return 0
         if res > 0:
             try:
@@ -121,6 +140,7 @@ cdef class ReadPipeTransport(BaseTransport):
             if self.loop._debug:
                 logger.info("%r was closed by peer", self)
             self.closing = True
+            self.set_read_state(PIPE_READ_CLOSED)
             self.loop.call_soon(self.protocol.eof_received)
             self.loop.soon(call_connection_lost, (self, None))
             return 0
@@ -133,7 +153,12 @@ cdef class ReadPipeTransport(BaseTransport):
         return 0
 
     cdef int stop_io(self) except -1:
-        if self.read_armed:
+        """close(), abort(), a fatal error: no more reads."""
+        self.set_read_state(PIPE_READ_CLOSED)
+        return self.cancel_read()
+
+    cdef int cancel_read(self) except -1:
+        if self.read_op.life != OP_IDLE:
             self.loop.cancel_fd(self.fd)   # the READ waits behind a POLL_ADD
         return 0
 
@@ -150,18 +175,18 @@ cdef class ReadPipeTransport(BaseTransport):
         return BaseTransport.fatal_error(self, exc, message)
 
     def is_reading(self):
-        return not self.paused and not self.closing
+        return self.read_state == PIPE_READING and not self.closing
 
     def pause_reading(self):
         if not self.is_reading():
             return
-        self.paused = True
-        self.stop_io()
+        self.set_read_state(PIPE_PAUSED)
+        self.cancel_read()
 
     def resume_reading(self):
-        if self.closing or not self.paused:
+        if self.closing or self.read_state != PIPE_PAUSED:
             return
-        self.paused = False
+        self.set_read_state(PIPE_READING)
         self.start_reading()
 
     def __repr__(self):
@@ -193,11 +218,20 @@ cdef class WritePipeTransport(BaseTransport):
         (<HangupWatch>self.hangup_op).transport = None
         return 0
 
+    cdef int set_write_state(self, int state) except -1:
+        """The one place the write state changes; the debug build stops
+        the process on a move PIPE_WRITE_MOVES does not have."""
+        if UL_DEBUG_BUILD and not (PIPE_WRITE_MOVES[self.write_state] & (1 << state)):
+            Py_FatalError(b'uringloop: a pipe transport moved between write '
+                          b'states its table does not join')
+        self.write_state = state
+        return 0
+
     def _watch_hangup(self):
-        if self.closing or self.hangup_armed:
+        if (self.write_state != PIPE_WRITABLE or self.closing
+                or self.hangup_op.life != OP_IDLE):
             return
         (<HangupWatch>self.hangup_op).arm()
-        self.hangup_armed = True
         self.op_started()
 
     cdef int hangup(self) except -1:
@@ -239,7 +273,7 @@ cdef class WritePipeTransport(BaseTransport):
             data = data[n:]
         self.write_queue.append(data)
         self.write_buffer_size += len(data)
-        if not self.write_armed:
+        if self.write_op.life == OP_IDLE:
             self.submit_write()
         self.maybe_pause_protocol()
 
@@ -247,19 +281,16 @@ cdef class WritePipeTransport(BaseTransport):
         self.write_op.buf = self.write_queue[0]
         self.write_op.offset = 0
         self.write_op.arm()
-        self.write_armed = True
         self.op_started()
         return 0
 
     cdef int write_completed(self, int32_t res) except -1:
         cdef PipeIO op = self.write_op
-        self.write_armed = False
         self.op_finished()
         if not self.write_queue:
             return 0        # aborted
         if res == -EAGAIN:
             op.arm()
-            self.write_armed = True
             self.op_started()
             return 0
         if res < 0:
@@ -273,24 +304,26 @@ cdef class WritePipeTransport(BaseTransport):
         op.offset += res
         if op.offset < len(op.buf):
             op.arm()
-            self.write_armed = True
             self.op_started()
             return 0
         self.write_queue.popleft()
         op.buf = None
         if self.write_queue:
             self.submit_write()
-        elif self.closing:
+        elif self.write_state == PIPE_DRAINING:
             self.stop_io()
             self.loop.soon(call_connection_lost, (self, None))
         self.maybe_resume_protocol()
         return 0
 
     cdef int stop_io(self) except -1:
+        """Drained after write_eof(), or abort(), a fatal error, the
+        reader gone: nothing more is written."""
+        self.set_write_state(PIPE_WRITE_CLOSED)
         if self.write_queue:
             self.write_queue.clear()
             self.write_buffer_size = 0
-        if self.hangup_armed or self.write_armed:
+        if self.hangup_op.life != OP_IDLE or self.write_op.life != OP_IDLE:
             self.loop.cancel_fd(self.fd)   # the WRITE waits behind a POLL_ADD
         return 0
 
@@ -302,6 +335,7 @@ cdef class WritePipeTransport(BaseTransport):
         if self.closing or self.closed_with_loop():
             return
         self.closing = True
+        self.set_write_state(PIPE_DRAINING)
         if not self.write_queue:
             self.stop_io()
             self.loop.soon(call_connection_lost, (self, None))
