@@ -26,7 +26,7 @@
 #   socket_objects  socket.socket's __init__ and close() set and read only
 #                   _io_refs and _closed beside the C socket's own work:
 #                   accepted sockets made without socket.py's Python.
-#                   tests/test_transports.py, tests/test_sock_ops.py
+#                   tests/test_servers.py, tests/test_sock_ops.py
 #   loop_methods    the same type version tag as kept_methods, and one
 #                   probe of the loop's instance dict: call_soon and
 #                   create_future that are RingLoop's own are run without

@@ -48,6 +48,7 @@ cdef class BaseTransport:
     cdef int connection_lost_now(self, object exc) except -1
     cdef bint socket_holds_fd(self) except -1
     cdef int stop_io(self) except -1
+    cdef int enter_closed(self) except -1
     cdef int flush_sends(self) except -1
     cdef int release_ops(self) except -1
     cdef int set_limits(self, object high, object low) except -1

@@ -67,6 +67,16 @@ cdef int detach_from_server(object server, object transport) except -1:
 cdef bint making_transport = False
 
 
+cdef inline int check_move(int moves, int to, const char *message) except -1:
+    """The debug build's check of a state machine's move: `moves`, the
+    bits of the states the current one may go to (a transport's table),
+    must have `to`'s; else the process stops with `message`.  Nothing in
+    the normal build."""
+    if UL_DEBUG_BUILD and not (moves & (1 << to)):
+        Py_FatalError(message)
+    return 0
+
+
 cdef object make_transport(type cls):
     global making_transport
     making_transport = True
@@ -134,6 +144,12 @@ cdef class BaseTransport:
 
     cdef int stop_io(self) except -1:
         """Cancel reading and writing requests (transport-specific)."""
+        return 0
+
+    cdef int enter_closed(self) except -1:
+        """Move the transport's state values to their closed states, as
+        `closing` is set: stop_io() does it first, and closed_with_loop()
+        for a transport whose loop closed under it (transport-specific)."""
         return 0
 
     cdef int flush_sends(self) except -1:
@@ -264,6 +280,7 @@ cdef class BaseTransport:
         if not self.loop._closed:
             return False
         self.closing = True
+        self.enter_closed()
         self.sock_close_pending = False
         if self.sock is not None:
             self.sock.close()

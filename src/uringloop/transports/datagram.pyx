@@ -180,9 +180,9 @@ cdef class DatagramTransport(BaseTransport):
     cdef int set_read_state(self, int state) except -1:
         """The one place the read state changes; the debug build stops the
         process on a move DGRAM_MOVES does not have."""
-        if UL_DEBUG_BUILD and not (DGRAM_MOVES[self.read_state] & (1 << state)):
-            Py_FatalError(b'uringloop: a datagram transport moved between read '
-                          b'states its table does not join')
+        check_move(DGRAM_MOVES[self.read_state], state,
+                   b'uringloop: a datagram transport moved between read '
+                   b'states its table does not join')
         self.read_state = state
         return 0
 
@@ -703,15 +703,19 @@ cdef class DatagramTransport(BaseTransport):
         if self.closing or self.closed_with_loop():
             return
         self.closing = True
-        self.set_read_state(DGRAM_CLOSED)
+        self.enter_closed()
         self.loop.cancel_op(self.recv_op)
         if not self.write_queue:
             self.conn_lost += 1
             self.loop.soon(call_connection_lost, (self, None))
 
-    cdef int stop_io(self) except -1:
+    cdef int enter_closed(self) except -1:
         if self.read_state != DGRAM_CLOSED:
             self.set_read_state(DGRAM_CLOSED)
+        return 0
+
+    cdef int stop_io(self) except -1:
+        self.enter_closed()
         if (self.flush_scheduled and self.write_queue and not self.blocked
                 and not self.links_in_flight and self.socket_holds_fd()):
             self.send_queued_now()

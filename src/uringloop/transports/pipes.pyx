@@ -98,9 +98,9 @@ cdef class ReadPipeTransport(BaseTransport):
     cdef int set_read_state(self, int state) except -1:
         """The one place the read state changes; the debug build stops the
         process on a move PIPE_READ_MOVES does not have."""
-        if UL_DEBUG_BUILD and not (PIPE_READ_MOVES[self.read_state] & (1 << state)):
-            Py_FatalError(b'uringloop: a pipe transport moved between read '
-                          b'states its table does not join')
+        check_move(PIPE_READ_MOVES[self.read_state], state,
+                   b'uringloop: a pipe transport moved between read '
+                   b'states its table does not join')
         self.read_state = state
         return 0
 
@@ -152,9 +152,13 @@ cdef class ReadPipeTransport(BaseTransport):
         self.start_reading()
         return 0
 
+    cdef int enter_closed(self) except -1:
+        self.set_read_state(PIPE_READ_CLOSED)
+        return 0
+
     cdef int stop_io(self) except -1:
         """close(), abort(), a fatal error: no more reads."""
-        self.set_read_state(PIPE_READ_CLOSED)
+        self.enter_closed()
         return self.cancel_read()
 
     cdef int cancel_read(self) except -1:
@@ -218,12 +222,16 @@ cdef class WritePipeTransport(BaseTransport):
         (<HangupWatch>self.hangup_op).transport = None
         return 0
 
+    cdef int enter_closed(self) except -1:
+        self.set_write_state(PIPE_WRITE_CLOSED)
+        return 0
+
     cdef int set_write_state(self, int state) except -1:
         """The one place the write state changes; the debug build stops
         the process on a move PIPE_WRITE_MOVES does not have."""
-        if UL_DEBUG_BUILD and not (PIPE_WRITE_MOVES[self.write_state] & (1 << state)):
-            Py_FatalError(b'uringloop: a pipe transport moved between write '
-                          b'states its table does not join')
+        check_move(PIPE_WRITE_MOVES[self.write_state], state,
+                   b'uringloop: a pipe transport moved between write '
+                   b'states its table does not join')
         self.write_state = state
         return 0
 
@@ -319,7 +327,7 @@ cdef class WritePipeTransport(BaseTransport):
     cdef int stop_io(self) except -1:
         """Drained after write_eof(), or abort(), a fatal error, the
         reader gone: nothing more is written."""
-        self.set_write_state(PIPE_WRITE_CLOSED)
+        self.enter_closed()
         if self.write_queue:
             self.write_queue.clear()
             self.write_buffer_size = 0

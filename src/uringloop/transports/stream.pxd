@@ -20,6 +20,13 @@ cdef enum:
     SEND_SENDING        # a SEND or SENDMSG (the StreamSend) in flight
     SEND_ZEROCOPY       # a SEND_ZC or SENDMSG_ZC (zc_send_op) before its first CQE
 
+# The write end (StreamTransport.write_end, changed by set_write_end()):
+# what the writer may still do, whatever the send state
+cdef enum:
+    WRITE_OPEN          # write() queues and sends
+    WRITE_EOF_OWED      # write_eof(): write() refused; shut down once drained
+    WRITE_SHUT_DOWN     # shutdown(SHUT_WR) made: write() refused
+
 # The read modes (StreamReader.mode)
 cdef enum:
     READS_RING          # RingReader: multishot RECV, provided buffers, copied
@@ -61,7 +68,7 @@ cdef class StreamTransport(BaseTransport):
 
     cdef ChunkQueue write_queue      # send_op's queue, None while no sender is lent
     cdef Py_ssize_t head_offset      # bytes of write_queue[0] already sent
-    cdef bint eof_written            # write_eof() was called
+    cdef int write_end               # WRITE_*
     cdef int send_state              # SEND_*
     cdef StreamSend send_op          # from the loop's pool while writing, or None
     cdef ZcSend zc_send_op           # the SEND_ZC in flight (until its first CQE)

@@ -204,9 +204,9 @@ cdef class StreamTransport(BaseTransport):
     cdef int set_read_state(self, int state) except -1:
         """The one place the read state changes; the debug build stops the
         process on a move its table (READ_MOVES) does not have."""
-        if UL_DEBUG_BUILD and not (READ_MOVES[self.read_state] & (1 << state)):
-            Py_FatalError(b'uringloop: a stream transport moved between read '
-                          b'states its table does not join')
+        check_move(READ_MOVES[self.read_state], state,
+                   b'uringloop: a stream transport moved between read '
+                   b'states its table does not join')
         self.read_state = state
         return 0
 
@@ -512,7 +512,7 @@ cdef class StreamTransport(BaseTransport):
         if type(data) is not bytes:
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 raise TypeError(f'{WRITE_TYPE_ERROR}, not {type(data).__name__!r}')
-        if self.eof_written:
+        if self.write_end != WRITE_OPEN:
             raise RuntimeError('Cannot call write() after write_eof()')
         if self.empty_waiter is not None:
             raise RuntimeError('unable to write; sendfile is in progress')
@@ -569,7 +569,7 @@ cdef class StreamTransport(BaseTransport):
         with the buffer interface is taken."""
         if not STDLIB_JOINS_WRITELINES:
             # (3.11's writelines() is write() of the joined items)
-            if self.eof_written:
+            if self.write_end != WRITE_OPEN:
                 raise RuntimeError('Cannot call writelines() after write_eof()')
             if self.empty_waiter is not None:
                 raise RuntimeError('unable to writelines; sendfile is in progress')
@@ -598,10 +598,10 @@ cdef class StreamTransport(BaseTransport):
         process on a move its table (SEND_MOVES) does not have, and on a
         send written while one is in flight (two sends in flight on one
         TCP socket may be executed out of order)."""
+        check_move(SEND_MOVES[self.send_state], state,
+                   b'uringloop: a stream transport moved between send '
+                   b'states its table does not join')
         if UL_DEBUG_BUILD:
-            if not (SEND_MOVES[self.send_state] & (1 << state)):
-                Py_FatalError(b'uringloop: a stream transport moved between send '
-                              b'states its table does not join')
             if ((state == SEND_SENDING or state == SEND_ZEROCOPY)
                     and ((self.send_op is not None and self.send_op.life != OP_IDLE)
                          or self.zc_send_op is not None)):
@@ -632,7 +632,7 @@ cdef class StreamTransport(BaseTransport):
         size like write().  Raises ValueError for a non-contiguous buffer,
         TypeError for a non-buffer, RuntimeError after write_eof()."""
         cdef ZeroCopyFuture zb
-        if self.eof_written:
+        if self.write_end != WRITE_OPEN:
             raise RuntimeError('Cannot call write_zerocopy() after write_eof()')
         if self.empty_waiter is not None:
             raise RuntimeError('unable to write; sendfile is in progress')
@@ -660,11 +660,12 @@ cdef class StreamTransport(BaseTransport):
 
     def write_eof(self):
         """Shut down the sending side once the queued data is sent."""
-        if self.closing or self.eof_written:
+        if self.closing or self.write_end != WRITE_OPEN:
             return
-        self.eof_written = True
+        set_write_end(self, WRITE_EOF_OWED)
         if self.send_state == SEND_IDLE and not queue_len(self.write_queue):
-            self.sock.shutdown(socket.SHUT_WR)
+            shut_down_if_owed(self)
+
 
     def can_write_eof(self):
         return True
@@ -701,7 +702,7 @@ cdef class StreamTransport(BaseTransport):
                 self.fatal_error(error, 'Fatal write error on socket transport')
                 return
         self.closing = True
-        self.set_read_state(READ_CLOSED)
+        self.enter_closed()
         self.stop_reading()
         # What send_owed_now() sent may have taken the buffer below the
         # low-water mark: resume the protocol before looking whether
@@ -725,9 +726,13 @@ cdef class StreamTransport(BaseTransport):
         # it: connection_lost() gets it, unless a fatal error came first.
         return BaseTransport.force_close(self, exc if exc is not None else send_error)
 
-    cdef int stop_io(self) except -1:
+    cdef int enter_closed(self) except -1:
         if self.read_state != READ_CLOSED:
             self.set_read_state(READ_CLOSED)
+        return 0
+
+    cdef int stop_io(self) except -1:
+        self.enter_closed()
         self.stop_reading()
         if queue_len(self.write_queue):
             for i in range(queue_len(self.write_queue)):

@@ -273,7 +273,7 @@ cdef inline bint send_calls_out(StreamTransport tr, int32_t res) noexcept:
     sent and writes the next send.  (A ZeroCopyFuture sent by a SENDMSG
     schedules its callbacks in the contexts they were added in.)"""
     return (res < 0 or tr.conn_lost or tr.protocol_paused or tr.closing
-            or tr.eof_written or tr.empty_waiter is not None)
+            or tr.write_end == WRITE_EOF_OWED or tr.empty_waiter is not None)
 
 
 cdef inline int lend_sender(StreamTransport tr) except -1:
@@ -382,6 +382,33 @@ cdef int send_result(StreamTransport tr, int32_t res, bint zerocopy) except -1:
         if not tr.conn_lost:
             tr.conn_lost += 1
             tr.loop.soon(call_connection_lost, (tr, None), handle_context(tr))
-    elif tr.eof_written:
+    else:
+        shut_down_if_owed(tr)
+    return 0
+
+
+# ---- the write end's moves (stream.pxd, WRITE_*) ---------------------------
+
+# the moves set_write_end() allows: for each end, a bit per end it may go to
+cdef int[3] WRITE_END_MOVES
+WRITE_END_MOVES[WRITE_OPEN] = 1 << WRITE_EOF_OWED
+WRITE_END_MOVES[WRITE_EOF_OWED] = 1 << WRITE_SHUT_DOWN
+WRITE_END_MOVES[WRITE_SHUT_DOWN] = 0
+
+
+cdef int set_write_end(StreamTransport tr, int end) except -1:
+    """The one place the write end changes; the debug build stops the
+    process on a move WRITE_END_MOVES does not have."""
+    check_move(WRITE_END_MOVES[tr.write_end], end,
+               b'uringloop: a stream transport moved between write '
+               b'ends its table does not join')
+    tr.write_end = end
+    return 0
+
+
+cdef int shut_down_if_owed(StreamTransport tr) except -1:
+    """write_eof()'s shutdown, once nothing is left to send."""
+    if tr.write_end == WRITE_EOF_OWED:
+        set_write_end(tr, WRITE_SHUT_DOWN)
         tr.sock.shutdown(socket.SHUT_WR)
     return 0
