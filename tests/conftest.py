@@ -225,12 +225,13 @@ def udp_sink_namespaces():
 # session, one at a time beside it on the other core, and their tests only
 # wait for them to end.
 DEBUG_RUN_FILES = {
-    "this-python": ["tests/test_transports.py", "tests/test_zerocopy.py",
+    "this-python": ["tests/test_zerocopy.py",
                     "tests/test_registered_buffers.py", "tests/test_stress.py",
                     "tests/test_zcrx.py", "tests/test_life_cycle_checks.py",
                     # pauses, closes and raising callbacks in every read mode:
                     # the transports' state tables are checked on each move there
-                    "tests/test_contract_edges.py",
+                    "tests/test_flow_control_and_pause.py", "tests/test_streams.py",
+                    "tests/test_servers.py", "tests/test_pipes.py", "tests/test_datagrams.py",
                     # the kept data_received against the lookup (method_cache.h)
                     "tests/test_method_lookup.py",
                     # the loop's spare bytes objects (read_bytes.h): none alive after
@@ -239,7 +240,7 @@ DEBUG_RUN_FILES = {
                     # zero-copy links cancelled (a completion for an op no
                     # longer in flight stops the debug build)
                     "tests/test_protocol_switch.py", "tests/test_datagram_send.py"],
-    "3.12": ["tests/test_loop.py", "tests/test_sock_ops.py", "tests/test_transports.py",
+    "3.12": ["tests/test_loop.py", "tests/test_sock_ops.py", "tests/test_streams.py",
              "tests/test_zerocopy.py", "tests/test_registered_buffers.py",
              "tests/test_stress.py", "tests/test_cpython_asyncio.py", "tests/test_files.py",
              # 3.12 reads an object's attribute values its own way, 3.13 not at all

@@ -6,6 +6,8 @@ import subprocess
 import sys
 
 from conftest import io_uring_disabled, without_ipc_lock
+import asyncio
+import socket
 
 
 def diagnose(*args, prefix=(), env=None, cwd=None):
@@ -99,3 +101,41 @@ def test_a_setting_that_cannot_be_read_is_listed_as_the_cause():
         facts = json.loads(diagnose("--json", env={name: value}).stdout)
         assert facts["usable"] is False and facts["verdict"] == "error"
         assert name in facts["settings_error"] and name in facts["causes"][0]
+
+
+def test_debug_logs_eof_and_pauses_as_the_selector_loop(any_loop, caplog):
+    """With the loop's debug on (set_debug(), read by the transport from the
+    loop's field, not through get_debug()), "received EOF", "pauses
+    reading" and "resumes reading" are logged at DEBUG, as the selector
+    transport logs them; with it off, none is."""
+    loop = any_loop
+
+    async def main(debug):
+        loop.set_debug(debug)
+        a, b = socket.socketpair()
+        got = loop.create_future()
+
+        class Proto(asyncio.Protocol):
+            def eof_received(self):
+                got.set_result(None)
+
+        tr, _ = await loop.create_connection(Proto, sock=a)
+        tr.pause_reading()
+        tr.resume_reading()
+        b.shutdown(socket.SHUT_WR)
+        await asyncio.wait_for(got, 5)
+        tr.close()
+        b.close()
+        await asyncio.sleep(0.01)
+
+    for debug in (False, True):
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="asyncio"):
+            loop.run_until_complete(main(debug))
+        loop.set_debug(False)
+        said = [r.getMessage().split("> ")[-1] for r in caplog.records
+                if r.name == "asyncio" and "> " in r.getMessage()]
+        wanted = ["pauses reading", "resumes reading", "received EOF"] if debug else []
+        caplog.clear()              # (its records hold the transport)
+        assert [s for s in said if s in ("pauses reading", "resumes reading",
+                                         "received EOF")] == wanted

@@ -8,6 +8,7 @@ import socket
 import pytest
 
 from conftest import cycle_garbage
+from recorders import handler_calls
 
 
 def test_reader_is_level_triggered(any_loop):
@@ -165,3 +166,88 @@ def test_close_removes_signal_handlers(any_loop):
     any_loop.add_signal_handler(signal.SIGUSR1, print)
     any_loop.close()
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+
+
+@pytest.mark.parametrize("kind", ["reader", "writer"])
+def test_remove_watch_of_a_socket_closed_since_finds_it_by_the_object(any_loop, kind):
+    """anyio closes a socket, then calls remove_reader(sock)."""
+    loop = any_loop
+    calls = handler_calls(loop)
+    fired = []
+
+    async def main():
+        a, b = socket.socketpair()
+        add = loop.add_reader if kind == "reader" else loop.add_writer
+        remove = loop.remove_reader if kind == "reader" else loop.remove_writer
+        add(a, fired.append, 1)
+        await asyncio.sleep(0.01)
+        fired.clear()
+        a.close()
+        removed = remove(a)
+        with pytest.raises(ValueError):
+            remove(a)               # no longer known by the object either
+        b.close()
+        await asyncio.sleep(0.05)
+        return removed
+    assert loop.run_until_complete(main()) is True
+    assert calls == []
+    assert fired == []
+
+
+def test_remove_reader_of_a_closed_socket_never_watched_raises_value_error(any_loop):
+    loop = any_loop
+    s = socket.socket()
+    s.close()
+    with pytest.raises(ValueError):
+        loop.remove_reader(s)
+    with pytest.raises(ValueError):
+        loop.remove_writer(s)
+
+
+def test_add_reader_on_a_descriptor_that_is_not_open_raises_at_once(any_loop):
+    loop = any_loop
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.close(fd)                      # now surely not open
+    with pytest.raises(OSError):
+        loop.add_reader(fd, lambda: None)
+    with pytest.raises(OSError):
+        loop.add_writer(fd, lambda: None)
+    assert loop.remove_reader(fd) is False
+
+
+def test_remove_reader_after_loop_close_returns_false(any_loop):
+    loop = any_loop
+    a, b = socket.socketpair()
+    loop.add_reader(a, lambda: None)
+    loop.close()
+    a.close()
+    assert loop.remove_reader(a) is False
+    b.close()
+
+
+# ---- the whole method set of the asyncio class a transport reports ----------
+
+
+def test_a_python_signal_handler_runs_while_the_loop_waits(any_loop):
+    """A signal.signal() handler (not the loop's) runs while the loop is in
+    its wait, as the stdlib's select() retries after running it; the
+    exception it raises ends run_until_complete()."""
+    import signal
+
+    class Alarm(Exception):
+        pass
+
+    def on_alarm(signum, frame):
+        raise Alarm
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Alarm):
+            any_loop.run_until_complete(asyncio.sleep(10))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# ---- create_future() -----------------------------------------------------------

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import uringloop
 from conftest import on_both_loops
+from streams import Collect, run_on_uringloop
 
 _names = itertools.count()
 
@@ -987,3 +988,26 @@ def test_a_text_read_after_a_write_reads_on_from_the_write(any_loop, tmp_path):
             return await f.read(1)
     assert run(any_loop, main()) == expected
     assert path.read_bytes() == b'xbc'
+
+
+def test_loop_sendfile_over_a_transport(tmp_path):
+    path = tmp_path / "file"
+    payload = os.urandom(3 * 1024 * 1024 + 5)
+    path.write_bytes(payload)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        received = Collect()
+        server = await loop.create_server(lambda: received, "127.0.0.1", 0)
+        async with server:
+            tr, cli = await loop.create_connection(Collect, *server.sockets[0].getsockname())
+            tr.write(b"head:")
+            with open(path, "rb") as f:
+                sent = await loop.sendfile(tr, f)
+            tr.write(b":tail")
+            tr.close()
+            await received.done
+            assert sent == len(payload)
+            assert bytes(received.data) == b"head:" + payload + b":tail"
+
+    run_on_uringloop(main())

@@ -94,7 +94,7 @@ def test_writes_made_in_one_callback_leave_in_one_request(uloop):
     chunk and, once it completes, a SENDMSG for the rest; the bytes arrive
     in order.  An abort() in the same callback still sends what was
     written before it, as the selector loop sends inside write()
-    (test_stdlib_parity.py, test_writes_then_abort_...)."""
+    (test_streams.py, test_writes_then_abort_...)."""
     a, b = socket.socketpair()
     b.setblocking(False)
 

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 import uringloop
+from streams import run_on_uringloop
 
 
 async def _echo(reader, writer):
@@ -175,3 +176,18 @@ def test_connections_accepted_while_the_loop_closes_are_closed(uloop):
     for c in clients:
         c.close()
     assert not leaked
+
+
+def test_server_close_stops_listening_at_once():
+    async def main():
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0)
+        addr = server.sockets[0].getsockname()
+        server.close()
+        s = socket.socket()
+        s.settimeout(2)
+        with s, pytest.raises(ConnectionRefusedError):
+            s.connect(addr)
+        await server.wait_closed()
+
+    run_on_uringloop(main())

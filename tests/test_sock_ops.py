@@ -464,3 +464,77 @@ def test_a_retry_calls_the_method_the_socket_has_now(any_loop, method):
     assert calls == 1
     assert result == {"recv": b"ping", "recv_into": b"ping", "recvfrom": b"ping",
                       "sendto": (4, b"pong"), "accept": True}[method]
+
+
+def _error_scenarios(loop, tmp_path):
+    """What each failing call raises, as (type name, args)."""
+    outcomes = {}
+
+    async def outcome(name, make):
+        try:
+            result = make()
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception as exc:
+            outcomes[name] = (type(exc).__name__, exc.args)
+        else:
+            outcomes[name] = "no error"
+
+    async def main():
+        missing = str(tmp_path / "missing.sock")
+        not_listening = str(tmp_path / "bound.sock")
+        bound = socket.socket(socket.AF_UNIX)
+        bound.bind(not_listening)
+        closed_port = socket.socket()
+        closed_port.bind(("127.0.0.1", 0))
+        port = closed_port.getsockname()[1]
+        for name, family, address in [
+                ("connect to a missing path", socket.AF_UNIX, missing),
+                ("connect to a path nobody listens on", socket.AF_UNIX, not_listening),
+                ("connect to a closed port", socket.AF_INET, ("127.0.0.1", port))]:
+            s = socket.socket(family)
+            s.setblocking(False)
+            with s:
+                await outcome(name, lambda: loop.sock_connect(s, address))
+        await outcome("open_unix_connection to a missing path",
+                      lambda: asyncio.open_unix_connection(missing))
+        await outcome("sock_recv of an int", lambda: loop.sock_recv(5, 10))
+        with open(__file__, "rb") as f:
+            await outcome("sock_recv of a file", lambda: loop.sock_recv(f, 10))
+            await outcome("sock_accept of a file", lambda: loop.sock_accept(f))
+        a, b = socket.socketpair()
+        tr, _ = await loop.create_connection(asyncio.Protocol, sock=a)
+        await outcome("writelines of a str", lambda: tr.writelines(["a"]))
+        await outcome("writelines of an int after bytes", lambda: tr.writelines([b"x", 7]))
+        await outcome("write of a str", lambda: tr.write("a"))
+        tr.abort()
+        b.close()
+        bound.close()
+        closed_port.close()
+        return port
+
+    port = loop.run_until_complete(main())
+    return {name: str(outcome).replace(str(tmp_path), "TMP").replace(str(port), "PORT")
+            for name, outcome in outcomes.items()}
+
+
+def test_failed_calls_raise_what_the_stdlib_raises(uloop, tmp_path):
+    """The same exception type and arguments (the message included) as on
+    the selector loop: a connect that fails at once carries the system's
+    message (redis-py builds its own text from it); a non-socket gets the
+    AttributeError of the missing method; writelines() the TypeError of
+    the stdlib's own check."""
+    stdlib = asyncio.SelectorEventLoop()
+    try:
+        (tmp_path / "stdlib").mkdir()
+        expected = _error_scenarios(stdlib, tmp_path / "stdlib")
+    finally:
+        stdlib.close()
+    (tmp_path / "uring").mkdir()
+    got = _error_scenarios(uloop, tmp_path / "uring")
+    assert got == expected
+    assert expected["connect to a missing path"] == \
+        "('FileNotFoundError', (2, 'No such file or directory'))"
+
+
+# ---- no data callback while reading is paused ------------------------------

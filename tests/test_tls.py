@@ -18,6 +18,8 @@ import time
 import pytest
 
 import uringloop
+from streams import echo_server, run_on_uringloop
+
 
 LOOPS = {"selector": asyncio.SelectorEventLoop, "uringloop": uringloop.new_event_loop}
 
@@ -289,3 +291,66 @@ def test_start_tls_upgrades_with_the_compiled_protocol_and_the_stdlibs_errors(ce
     assert seen["uringloop"][0] == b"hello"
     assert seen["uringloop"][2] == "RingSSLProtocol"
     assert seen["selector"][2] == "SSLProtocol"
+
+
+def test_tls_streams_with_a_self_signed_certificate(self_signed_cert):
+    cert, key = self_signed_cert
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context(cafile=cert)
+    payload = os.urandom(2 * 1024 * 1024)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        server, addr = await echo_server(loop, ssl=server_ctx)
+        async with server:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", addr[1], ssl=client_ctx, server_hostname="localhost")
+            assert writer.get_extra_info("peercert")["subject"][0][0][1] == "localhost"
+            assert writer.get_extra_info("sslcontext") is client_ctx
+            writer.write(payload)
+            got = await reader.readexactly(len(payload))
+            assert got == payload
+            writer.close()
+            await writer.wait_closed()
+
+            with pytest.raises(ssl.SSLCertVerificationError):
+                await asyncio.open_connection(
+                    "127.0.0.1", addr[1], ssl=ssl.create_default_context(),
+                    server_hostname="localhost")
+
+    run_on_uringloop(main())
+
+
+def test_tls_connections_inherit_the_listeners_zero_copy_settings(self_signed_cert):
+    cert, key = self_signed_cert
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context(cafile=cert)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        accepted = loop.create_future()
+
+        class Server(asyncio.Protocol):
+            def connection_made(self, transport):
+                accepted.set_result(transport)
+
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        uringloop.set_zerocopy(listener, mode=uringloop.ZC_ALWAYS, threshold=1)
+        server = await loop.create_server(Server, sock=listener, ssl=server_ctx)
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", listener.getsockname()[1], ssl=client_ctx, server_hostname="localhost")
+        tls = await accepted
+        stats = tls.get_extra_info("zerocopy")     # the raw transport's policy
+        assert stats["mode"] == "always" and stats["threshold"] == 1
+        tls.write(b"x" * 100_000)
+        assert await reader.readexactly(100_000) == b"x" * 100_000
+        assert tls.get_extra_info("zerocopy")["zerocopy_sends"] >= 1
+        writer.close()
+        tls.close()
+        server.close()
+        await server.wait_closed()
+
+    run_on_uringloop(main())

@@ -10,6 +10,9 @@ import sys
 
 import pytest
 
+from streams import Collect, run_on_uringloop
+
+
 CLEANS_UP = sys.version_info >= (3, 13)
 
 
@@ -51,3 +54,20 @@ def test_the_socket_file_after_the_server_stops(any_loop, tmp_path, how):
         assert there is True            # another file: not the server's to remove
     else:
         assert there is (not CLEANS_UP)
+
+
+def test_unix_server_and_connection(tmp_path):
+    path = str(tmp_path / "sock")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        received = Collect()
+        server = await loop.create_unix_server(lambda: received, path)
+        async with server:
+            tr, cli = await loop.create_unix_connection(Collect, path)
+            tr.write(b"over unix")
+            tr.close()
+            await received.done
+            assert bytes(received.data) == b"over unix"
+
+    run_on_uringloop(main())
