@@ -18,7 +18,7 @@ cdef enum:
     SEND_OWED           # queued since the last enter: in loop.send_flushes, its
                         # request is written by flush_sends() before the next enter
     SEND_SENDING        # a SEND or SENDMSG (the StreamSend) in flight
-    SEND_ZEROCOPY       # a SEND_ZC or SENDMSG_ZC (zc_send_op) before its first CQE
+    SEND_ZEROCOPY       # a SEND_ZC or SENDMSG_ZC (a ZcSend) before its first CQE
 
 # The write end (StreamTransport.write_end, changed by set_write_end()):
 # what the writer may still do, whatever the send state
@@ -71,7 +71,8 @@ cdef class StreamTransport(BaseTransport):
     cdef int write_end               # WRITE_*
     cdef int send_state              # SEND_*
     cdef StreamSend send_op          # from the loop's pool while writing, or None
-    cdef ZcSend zc_send_op           # the SEND_ZC in flight (until its first CQE)
+    cdef Operation send_request      # what SENDING / ZEROCOPY waits for: the lent
+                                     # send_op or a ZcSend, until its (first) CQE
     cdef object empty_waiter         # future resolved when the queue drains
     cdef ZeroCopyPolicy zc
     cdef bint zc_maybe               # zc.active(): write() and sends ask zc only then

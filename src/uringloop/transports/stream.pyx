@@ -603,8 +603,7 @@ cdef class StreamTransport(BaseTransport):
                    b'states its table does not join')
         if UL_DEBUG_BUILD:
             if ((state == SEND_SENDING or state == SEND_ZEROCOPY)
-                    and ((self.send_op is not None and self.send_op.life != OP_IDLE)
-                         or self.zc_send_op is not None)):
+                    and self.send_request is not None):
                 Py_FatalError(b'uringloop: a stream transport wrote a send while '
                               b'one was in flight')
         self.send_state = state
@@ -748,9 +747,9 @@ cdef class StreamTransport(BaseTransport):
             self.set_send_state(SEND_IDLE)
         if self.send_state == SEND_IDLE:
             return_sender(self)
-        else:
+        elif self.send_request is not None:
             # its completion finds the queue dropped (send_result)
-            self.loop.cancel_op(self.send_op if self.zc_send_op is None else self.zc_send_op)
+            self.loop.cancel_op(self.send_request)
         if self.zc.notifs_pending and self.sock is not None and self.sock.fileno() >= 0:
             # Zero-copy data still in the socket's send queue holds the
             # caller's pages until the peer has acknowledged it, which a

@@ -334,10 +334,12 @@ cdef int submit_send(StreamTransport tr) except -1:
         zc_policy_changed(tr)     # (turned off meanwhile?)
     tr.set_send_state(SEND_SENDING)
     tr.send_op.arm()
+    tr.send_request = tr.send_op
     return tr.op_started()
 
 
 cdef int send_completed(StreamTransport tr, int32_t res, bint zerocopy) except -1:
+    tr.send_request = None
     try:
         return send_result(tr, res, zerocopy)
     finally:

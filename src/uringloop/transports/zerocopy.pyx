@@ -674,12 +674,12 @@ cdef int submit_send_zc(StreamTransport tr, object head) except -1:
     tr.set_send_state(SEND_ZEROCOPY)
     op.arm(head, zc_batch(tr, head))
     tr.zc.notifs_pending += 1
-    tr.zc_send_op = op
+    tr.send_request = op
     return tr.op_started()
 
 
 cdef int zc_send_completed(StreamTransport tr, int32_t res) except -1:
-    tr.zc_send_op = None
+    tr.send_request = None
     if tr.zc.absorb_error(res):
         # refused before it sent a byte: the policy turned zero-copy
         # off (or skips it once), and the queue goes again
