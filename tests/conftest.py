@@ -426,6 +426,18 @@ def bytes_held_for(transport, delivered=0):
     return waiting + (reading["received_bytes"] - delivered if reading else 0)
 
 
+async def until(predicate, what, timeout=10):
+    """Wait until predicate() is true: an event the scenario expects (a
+    callback recorded, a connection made), where a sleep of fixed length
+    may end on a loaded machine before it came.  Fails, naming `what`,
+    after `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, f"{what} never came"
+        await asyncio.sleep(0.001)
+
+
 async def until_held(transport, n, delivered=0, timeout=10):
     """Wait until at least n bytes reached the transport and were not
     delivered: an event, where a sleep of fixed length may end on a loaded

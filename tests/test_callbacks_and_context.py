@@ -14,7 +14,7 @@ import socket
 import pytest
 
 import uringloop
-from conftest import on_both_loops
+from conftest import on_both_loops, until
 from recorders import handler_calls
 
 
@@ -76,13 +76,15 @@ def _context_scenario(loop):
         request_id.set("after")
         os.write(w, b"data")
         os.close(w)
-        await asyncio.sleep(0.1)
+        await until(lambda: {("udp", "datagram_received"), ("pipe", "connection_lost")}
+                    <= {(who, what) for who, what, _ in seen}, "the datagram and the pipe's end")
         s.close()
         udp.close()
         rp.close()
         server.close()
         await server.wait_closed()
-        await asyncio.sleep(0.01)
+        await until(lambda: {("client", "connection_lost"), ("server", "connection_lost")}
+                    <= {(who, what) for who, what, _ in seen}, "both connections lost")
     loop.run_until_complete(main())
     return sorted(set(seen))
 
@@ -139,7 +141,7 @@ def _send_context_scenario(loop):
         writer.close()
         server.close()
         await server.wait_closed()
-        await asyncio.sleep(0.01)
+        await until(lambda: "connection_lost" in [e[0] for e in seen], "the server's connection_lost()")
     loop.run_until_complete(asyncio.wait_for(main(), 30))
     return seen
 
@@ -213,9 +215,6 @@ def test_buffered_protocol_reads_see_the_context_of_their_creation(any_loop, acc
         ("connection_made", "made-ctx"), ("get_buffer", later)]
 
 
-# ---- socket families beyond IPv4, IPv6 and Unix ------------------------------
-
-
 def test_callbacks_queued_before_the_io_run_ahead_of_its_callbacks(any_loop):
     """The selector loop runs the callbacks that were ready when it polled
     before the I/O callbacks that poll reported, and the callbacks those
@@ -226,8 +225,12 @@ def test_callbacks_queued_before_the_io_run_ahead_of_its_callbacks(any_loop):
 
     async def main():
         got = loop.create_future()
+        made = loop.create_future()
 
         class Server(asyncio.Protocol):
+            def connection_made(self, transport):
+                made.set_result(None)
+
             def data_received(self, data):
                 order.append("io")
                 if not got.done():
@@ -236,12 +239,12 @@ def test_callbacks_queued_before_the_io_run_ahead_of_its_callbacks(any_loop):
         server = await loop.create_server(Server, "127.0.0.1", 0)
         tr, _ = await loop.create_connection(asyncio.Protocol,
                                              *server.sockets[0].getsockname())
-        await asyncio.sleep(0.05)
+        await made
         tr.write(b"x")
         loop.call_soon(order.append, "cb1")
         loop.call_soon(lambda: loop.call_soon(order.append, "cb2"))
         await got
-        await asyncio.sleep(0.01)
+        await until(lambda: "cb2" in order, "the second callback")
         tr.close()
         server.close()
         await server.wait_closed()
@@ -361,9 +364,6 @@ def test_call_soon_calls_a_patched_handle_init_while_it_is_patched(any_loop, mon
     loop.run_until_complete(asyncio.sleep(0))
     assert made == ["during"]
     assert ran == ["before", "during", "after"]
-
-
-# ---- run_forever() and _run_once() -------------------------------------------
 
 
 def _iterations_seen(loop, wrap_at):
@@ -570,8 +570,12 @@ def test_a_call_soon_patched_on_the_loop_schedules_the_transports_callbacks(base
 
     async def main():
         lost = loop.create_future()
+        made = loop.create_future()
 
         class P(asyncio.Protocol):
+            def connection_made(self, transport):
+                made.set_result(None)
+
             def connection_lost(self, exc):
                 if not lost.done():
                     lost.set_result(None)
@@ -582,7 +586,7 @@ def test_a_call_soon_patched_on_the_loop_schedules_the_transports_callbacks(base
             path = str(tmp_path / "s")
             server = await loop.create_unix_server(P, path)
             tr, _ = await loop.create_unix_connection(asyncio.Protocol, path)
-        await asyncio.sleep(0.01)
+        await made
         tr.close()
         await lost
         server.close()
@@ -597,4 +601,3 @@ def test_a_call_soon_patched_on_the_loop_schedules_the_transports_callbacks(base
     assert len(lost_callbacks) >= 2, scheduled
 
 
-# ---- an accepted connection's names ----------------------------------------------

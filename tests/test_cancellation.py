@@ -158,4 +158,3 @@ def test_receives_that_timed_out_leave_the_bytes_for_plain_calls(any_loop):
     assert any(firsts) and not all(firsts)
 
 
-# ---- errors carry the stdlib's messages -----------------------------------

@@ -108,9 +108,6 @@ def test_packet_socket_addresses(any_loop):
     assert sent
 
 
-# ---- what aiohttp's own suite showed -----------------------------------------
-
-
 def test_datagrams_sent_then_abort_in_one_callback_reach_the_peer(any_loop):
     """As above for datagrams: the selector loop's sendto() sends at once;
     uringloop chains the datagrams after the first into its next enter,
@@ -163,9 +160,6 @@ def test_datagram_send_error_then_abort_goes_to_error_received(any_loop):
     assert loop.run_until_complete(scenario()) == (
         [b"one", b"three"],
         [("error_received", PermissionError), ("connection_lost", type(None))])
-
-
-# ---- the socket is closed in the iteration after abort(), as there ------------
 
 
 def _raising_datagram_scenario(loop, on_instance):
@@ -241,9 +235,6 @@ def test_a_keyboard_interrupt_in_datagram_received_leaves_reading_on(any_loop):
     peer.close()
     loop.run_until_complete(asyncio.sleep(0))
     assert (got, interrupts) == (20, 2)
-
-
-# ---- nothing written after close() goes out -------------------------------
 
 
 class FirstDatagram(asyncio.DatagramProtocol):

@@ -225,9 +225,6 @@ def test_remove_reader_after_loop_close_returns_false(any_loop):
     b.close()
 
 
-# ---- the whole method set of the asyncio class a transport reports ----------
-
-
 def test_a_python_signal_handler_runs_while_the_loop_waits(any_loop):
     """A signal.signal() handler (not the loop's) runs while the loop is in
     its wait, as the stdlib's select() retries after running it; the
@@ -248,6 +245,3 @@ def test_a_python_signal_handler_runs_while_the_loop_waits(any_loop):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-# ---- create_future() -----------------------------------------------------------

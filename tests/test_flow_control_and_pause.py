@@ -60,9 +60,6 @@ def test_datagram_pause_and_resume_reading(any_loop):
     assert got == [b"before", b"0", b"1", b"2", b"3", b"4", b"after"]
 
 
-# ---- protocol callbacks run in the context of their creation ---------------
-
-
 def test_a_reset_while_reading_is_paused_is_reported_on_resume(any_loop):
     """The selector loop reads nothing while a transport's reading is
     paused, so a peer's reset then reaches connection_lost() only after
@@ -92,9 +89,6 @@ def test_a_reset_while_reading_is_paused_is_reported_on_resume(any_loop):
         return paused, proto.events
     assert loop.run_until_complete(main()) == (
         ([], False), [("connection_lost", ConnectionResetError)])
-
-
-# ---- writelines() and write buffer limits take what the stdlib takes ---------
 
 
 @pytest.mark.parametrize("high, low, limits", [
@@ -128,9 +122,6 @@ def test_write_buffer_limits_take_huge_and_float_values(any_loop, high, low, lim
     # uringloop stores what fits a Py_ssize_t: 2**63 - 1 for 2**63 and inf
     assert got == limits or got == tuple(
         2 ** 63 - 1 if v >= 2 ** 63 else int(v) for v in limits)
-
-
-# ---- sock_sendall() sends at once ----------------------------------------
 
 
 def test_what_resume_writing_writes_after_close_is_sent(any_loop):
@@ -169,9 +160,6 @@ def test_what_resume_writing_writes_after_close_is_sent(any_loop):
     got, exc = loop.run_until_complete(main())
     assert exc is None
     assert got == b"x" * (4 << 20) + b"tail" * 100_000
-
-
-# ---- the socket object of an accepted connection ---------------------------
 
 
 def _pausing_in_first_call(recorder):
@@ -357,9 +345,6 @@ def test_a_datagram_endpoint_paused_by_a_timer_under_a_flood(any_loop):
         peer.close()
         return proto.while_paused, proto.calls > 0
     assert loop.run_until_complete(asyncio.wait_for(main(), 30)) == (0, True)
-
-
-# ---- a BaseException from a protocol callback does not stop reading --------
 
 
 def test_a_keyboard_interrupt_on_the_last_kept_piece_leaves_reading_on(any_loop):

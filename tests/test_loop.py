@@ -502,6 +502,3 @@ def test_a_closed_loop_keeps_no_socket_open(any_loop):
     del made
     gc.collect()
     assert open_fds() - before <= 0
-
-
-# ---- close() resumes a protocol that the sends it makes unpause ------------

@@ -45,9 +45,6 @@ def test_create_unix_server_replaces_a_stale_socket_without_os_stat(tmp_path, mo
         loop.close()
 
 
-# ---- large writes leave inside write(), as with the selector loop -----------
-
-
 @pytest.mark.parametrize("patched", [None, "close", "__init__", "default timeout"])
 def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_loop, patched):
     """The loop makes an accepted connection's socket.socket and closes it
@@ -115,9 +112,6 @@ def test_an_accepted_connection_has_a_plain_socket_closed_through_its_close(any_
     assert after == (-1, True)
 
 
-# ---- a server counts its connections: wait_closed() after close() ------------
-
-
 def test_wait_closed_follows_the_connections_as_on_the_stdlib_loop(any_loop):
     """The loop counts a stdlib Server's connections itself before 3.13
     (transports/base.pyx, attach_to_server): wait_closed() after close()
@@ -156,9 +150,6 @@ def test_wait_closed_follows_the_connections_as_on_the_stdlib_loop(any_loop):
     else:
         assert states == [True, True, True, True]   # (3.11 returns at once after close())
     assert count in (None, 0)
-
-
-# ---- connection_made() and the start of reading ------------------------------
 
 
 def test_a_connection_made_that_raises_is_reported_and_reading_starts(any_loop):
@@ -243,9 +234,6 @@ def test_a_connection_made_outside_debug_mode_that_runs_in_it_starts_reading(any
         loop.set_debug(False)
 
 
-# ---- running callbacks ---------------------------------------------------------
-
-
 def test_an_accepted_connections_names_are_the_stdlibs(any_loop):
     """get_extra_info('peername'/'sockname') of accepted IPv4 connections
     from two hosts in turn (127.0.0.1, 127.0.0.2), as the stdlib gives
@@ -278,9 +266,6 @@ def test_an_accepted_connections_names_are_the_stdlibs(any_loop):
     assert loop.run_until_complete(main()) == [
         (True, True, "127.0.0.1"), (True, True, "127.0.0.2"),
         (True, True, "127.0.0.2"), (True, True, "127.0.0.1")]
-
-
-# ---- debug logging of a transport's reading ---------------------------------
 
 
 @pytest.mark.parametrize("listener", ["create_server", "proto 0", "proto tcp"])
@@ -499,9 +484,6 @@ def test_a_factory_interrupted_in_a_burst_leaves_the_rest_served(any_loop):
         c.close()
     server.close()
     loop.run_until_complete(server.wait_closed())
-
-
-# ---- a cancelled receive consumes nothing ---------------------------------
 
 
 @pytest.mark.parametrize("host, peers", [

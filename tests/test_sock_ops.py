@@ -535,6 +535,3 @@ def test_failed_calls_raise_what_the_stdlib_raises(uloop, tmp_path):
     assert got == expected
     assert expected["connect to a missing path"] == \
         "('FileNotFoundError', (2, 'No such file or directory'))"
-
-
-# ---- no data callback while reading is paused ------------------------------

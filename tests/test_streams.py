@@ -148,9 +148,6 @@ def test_a_large_write_to_a_reset_peer_loses_the_connection_with_the_error(any_l
     assert calls == []
 
 
-# ---- abort() right after a write: the bytes written are not lost -------------
-
-
 @pytest.mark.parametrize("writes", [[b"HTTP/1.1 101\r\n\r\n"], [b"a", b"bc" * 5000, b"d"]])
 def test_writes_then_abort_in_one_callback_reach_the_peer(any_loop, writes):
     """The selector loop sends inside write(), so abort() in the same
@@ -587,9 +584,6 @@ def test_nothing_is_delivered_after_close_while_writes_drain(any_loop, mode):
         b.close()
         return proto.calls - calls_at_close, got
     assert loop.run_until_complete(asyncio.wait_for(main(), 60)) == (0, len(payload))
-
-
-# ---- a closed loop holds nothing -------------------------------------------
 
 
 @settings(max_examples=15, deadline=None,
