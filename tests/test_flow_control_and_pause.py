@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import recv_until_eof, until_held
+from conftest import recv_until_eof, until, until_held
 from recorders import (BufferedRecorder,
                        datagram_pair,
                        DatagramRecorder,
@@ -38,19 +38,21 @@ def test_datagram_pause_and_resume_reading(any_loop):
         addr = tr.get_extra_info("sockname")
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.sendto(b"before", addr)
-        await asyncio.sleep(0.02)
+        await until(lambda: b"before" in got, "the first datagram")
         tr.pause_reading()
         paused = tr.is_reading()
         for i in range(5):
             s.sendto(b"%d" % i, addr)
+        # an absence: nothing may come while paused, however long the loop
+        # runs; the datagrams are in the socket once sendto() returns
         await asyncio.sleep(0.05)
         during = list(got)
         tr.resume_reading()
-        await asyncio.sleep(0.05)
+        await until(lambda: len(got) >= 6, "the datagrams sent while paused")
         tr.pause_reading()
         tr.resume_reading()          # at once: the cancel still in flight
         s.sendto(b"after", addr)
-        await asyncio.sleep(0.05)
+        await until(lambda: b"after" in got, "the datagram after the toggle")
         s.close()
         tr.close()
         return paused, during, got
@@ -208,7 +210,9 @@ async def _toggle_then_resume(tr, proto, all_came):
     """With reading paused by the protocol's first callback: let data come,
     call resume_reading() and pause_reading() at once, let data come, then
     resume for good until all_came().  Returns the calls seen at the first
-    two points and the calls made while paused."""
+    two points and the calls made while paused.  (The two waits look for
+    an absence -- no callback while paused -- which no event can show: 50
+    ms of the loop running is their bound.)"""
     await asyncio.sleep(0.05)
     seen_paused = proto.calls
     tr.resume_reading()
@@ -235,7 +239,7 @@ def test_a_stream_paused_in_its_own_callback_gets_nothing_more(any_loop, mode):
         a, b = socket.socketpair()
         tr, proto = await loop.create_connection(Pausing, sock=a)
         b.sendall(bytes(chunk))
-        await asyncio.sleep(0.05)
+        await until(lambda: proto.calls, "the first data callback")
         b.sendall(bytes(chunk))
         seen = await _toggle_then_resume(tr, proto, lambda: proto.nbytes >= 2 * chunk)
         tr.close()
