@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import uringloop
 from conftest import on_both_loops
-from streams import Collect, run_on_uringloop
+from streams import Collect
 
 _names = itertools.count()
 
@@ -990,7 +990,7 @@ def test_a_text_read_after_a_write_reads_on_from_the_write(any_loop, tmp_path):
     assert path.read_bytes() == b'xbc'
 
 
-def test_loop_sendfile_over_a_transport(tmp_path):
+def test_loop_sendfile_over_a_transport(any_loop, tmp_path):
     path = tmp_path / "file"
     payload = os.urandom(3 * 1024 * 1024 + 5)
     path.write_bytes(payload)
@@ -1010,4 +1010,4 @@ def test_loop_sendfile_over_a_transport(tmp_path):
             assert sent == len(payload)
             assert bytes(received.data) == b"head:" + payload + b":tail"
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))

@@ -12,7 +12,6 @@ import pytest
 
 from conftest import on_both_loops
 from recorders import handler_calls
-from streams import run_on_uringloop
 
 
 def test_write_pipe_pause_reading_raises_not_implemented(any_loop):
@@ -131,7 +130,7 @@ def test_a_keyboard_interrupt_in_a_read_pipes_data_received_leaves_it_reading():
     assert ours == reference
 
 
-def test_subprocess_exec_and_shell():
+def test_subprocess_exec_and_shell(any_loop):
     async def main():
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c",
@@ -153,4 +152,4 @@ def test_subprocess_exec_and_shell():
         proc.terminate()
         assert await proc.wait() == -15
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))

@@ -11,7 +11,6 @@ import textwrap
 import pytest
 
 import uringloop
-from streams import run_on_uringloop
 
 
 async def _echo(reader, writer):
@@ -178,7 +177,7 @@ def test_connections_accepted_while_the_loop_closes_are_closed(uloop):
     assert not leaked
 
 
-def test_server_close_stops_listening_at_once():
+def test_server_close_stops_listening_at_once(any_loop):
     async def main():
         loop = asyncio.get_running_loop()
         server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0)
@@ -190,4 +189,4 @@ def test_server_close_stops_listening_at_once():
             s.connect(addr)
         await server.wait_closed()
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))

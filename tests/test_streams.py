@@ -628,7 +628,7 @@ def test_stream_echo_is_byte_exact(size, chunking, seed):
     run_on_uringloop(main(), timeout=120)
 
 
-def test_hundreds_of_concurrent_connections_both_directions():
+def test_hundreds_of_concurrent_connections_both_directions(any_loop):
     n_conns = 300
 
     async def main():
@@ -650,10 +650,10 @@ def test_hundreds_of_concurrent_connections_both_directions():
             assert all(results)
             await asyncio.gather(*server.handlers)
 
-    run_on_uringloop(main(), timeout=120)
+    any_loop.run_until_complete(asyncio.wait_for(main(), 120))
 
 
-def test_protocol_callbacks_order_and_half_close():
+def test_protocol_callbacks_order_and_half_close(any_loop):
     async def main():
         loop = asyncio.get_running_loop()
         server_proto = None
@@ -687,7 +687,7 @@ def test_protocol_callbacks_order_and_half_close():
             assert cli.events == ["made", "eof", "lost"]
             assert tr.is_closing()
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))
 
 
 @pytest.mark.parametrize("server_protocol", [Echo, EchoBuffered])
@@ -722,7 +722,7 @@ def test_closed_stream_transports_leave_no_cycle_garbage(uloop, server_protocol,
     assert cycle_garbage(uloop, one_connection) == []
 
 
-def test_close_while_writes_are_queued_sends_everything():
+def test_close_while_writes_are_queued_sends_everything(any_loop):
     payload = os.urandom(8 * 1024 * 1024)
 
     async def main():
@@ -738,10 +738,10 @@ def test_close_while_writes_are_queued_sends_everything():
             await received.done
             assert bytes(received.data) == payload
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))
 
 
-def test_abort_drops_queued_data_and_reports_no_error():
+def test_abort_drops_queued_data_and_reports_no_error(any_loop):
     async def main():
         loop = asyncio.get_running_loop()
         received = Collect()
@@ -755,10 +755,10 @@ def test_abort_drops_queued_data_and_reports_no_error():
             await received.done
             assert len(received.data) < 16 * 1024 * 1024
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))
 
 
-def test_peer_reset_mid_transfer_is_connection_reset():
+def test_peer_reset_mid_transfer_is_connection_reset(any_loop):
     async def main():
         loop = asyncio.get_running_loop()
         accepted = loop.create_future()
@@ -778,10 +778,10 @@ def test_peer_reset_mid_transfer_is_connection_reset():
             exc = await cli.done
             assert isinstance(exc, (ConnectionResetError, BrokenPipeError)), exc
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))
 
 
-def test_buffered_protocol_receives_into_its_buffer():
+def test_buffered_protocol_receives_into_its_buffer(any_loop):
     payload = os.urandom(3 * 1024 * 1024)
 
     async def main():
@@ -814,10 +814,10 @@ def test_buffered_protocol_receives_into_its_buffer():
             await proto.done
             assert bytes(proto.data) == payload
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))
 
 
-def test_transport_extra_info_and_types():
+def test_transport_extra_info_and_types(any_loop):
     async def main():
         loop = asyncio.get_running_loop()
         server, addr = await echo_server(loop)
@@ -837,7 +837,7 @@ def test_transport_extra_info_and_types():
             tr.write(b"after close is ignored")
             await cli.done
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))
 
 
 def test_a_bulk_write_leaves_in_requests_of_at_most_128_kib():

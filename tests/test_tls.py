@@ -293,7 +293,7 @@ def test_start_tls_upgrades_with_the_compiled_protocol_and_the_stdlibs_errors(ce
     assert seen["selector"][2] == "SSLProtocol"
 
 
-def test_tls_streams_with_a_self_signed_certificate(self_signed_cert):
+def test_tls_streams_with_a_self_signed_certificate(any_loop, self_signed_cert):
     cert, key = self_signed_cert
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ctx.load_cert_chain(cert, key)
@@ -319,7 +319,7 @@ def test_tls_streams_with_a_self_signed_certificate(self_signed_cert):
                     "127.0.0.1", addr[1], ssl=ssl.create_default_context(),
                     server_hostname="localhost")
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))
 
 
 def test_tls_connections_inherit_the_listeners_zero_copy_settings(self_signed_cert):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from streams import Collect, run_on_uringloop
+from streams import Collect
 
 
 CLEANS_UP = sys.version_info >= (3, 13)
@@ -56,7 +56,7 @@ def test_the_socket_file_after_the_server_stops(any_loop, tmp_path, how):
         assert there is (not CLEANS_UP)
 
 
-def test_unix_server_and_connection(tmp_path):
+def test_unix_server_and_connection(any_loop, tmp_path):
     path = str(tmp_path / "sock")
 
     async def main():
@@ -70,4 +70,4 @@ def test_unix_server_and_connection(tmp_path):
             await received.done
             assert bytes(received.data) == b"over unix"
 
-    run_on_uringloop(main())
+    any_loop.run_until_complete(asyncio.wait_for(main(), 60))
