@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import uringloop
-from conftest import cycle_garbage, on_both_loops
+from conftest import cycle_garbage, on_both_loops, until
 from recorders import (datagram_pair,
                        DatagramRecorder,
                        Events,
@@ -193,13 +193,10 @@ def _raising_datagram_scenario(loop, on_instance):
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             for data in (b"first", b"second"):
                 s.sendto(data, tr.get_extra_info("sockname"))
-                for _ in range(100):
-                    if data in seen:
-                        break
-                    await asyncio.sleep(0.01)
+                await until(lambda: data in seen, f"{data!r} delivered")
         closing = tr.is_closing()
         tr.close()
-        await asyncio.sleep(0.01)
+        await until(lambda: type(seen[-1]) is tuple, "connection_lost()")
         return closing
     closing = loop.run_until_complete(main())
     return (seen, closing,

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import on_both_loops
+from conftest import on_both_loops, until
 from recorders import handler_calls
 
 
@@ -59,18 +59,11 @@ def _raising_pipe_scenario(loop):
         try:
             for data in (b"first", b"second"):
                 os.write(w, data)
-                for _ in range(100):
-                    if data in seen:
-                        break
-                    await asyncio.sleep(0.01)
+                await until(lambda: data in seen, f"{data!r} delivered")
             closing = tr.is_closing()
         finally:
             os.close(w)
-        for _ in range(100):
-            if seen and seen[-1] != b"second":
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.01)
+        await until(lambda: seen and type(seen[-1]) is tuple, "connection_lost()")
         return closing
     closing = loop.run_until_complete(main())
     return (seen, closing,
