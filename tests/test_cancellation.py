@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import uringloop
+from conftest import until
 
 
 def test_cancelled_receive_whose_result_waits_in_the_ring_keeps_the_order(any_loop):
@@ -39,7 +40,8 @@ def test_cancelled_receive_whose_result_waits_in_the_ring_keeps_the_order(any_lo
             await asyncio.sleep(0)      # its receive is armed
             b.send(b"<%d>" % i)
             task.cancel()
-        await asyncio.sleep(0.05)
+        total = sum(len(b"<%d>" % i) for i in range(200))
+        await until(lambda: sum(map(len, got)) >= total, "every byte received")
         b.close()
         await asyncio.wait_for(task, 10)
         a.close()
@@ -125,11 +127,17 @@ def test_receives_that_timed_out_leave_the_bytes_for_plain_calls(any_loop):
     loop = any_loop
     payloads = [b"stream-%03d;" % i * 20 for i in range(200)]
 
+    sent = []
+
+    def send(i, b):
+        b.send(payloads[i])
+        sent.append(i)
+
     async def one(i, a, b):
         if i % 5 == 0:
-            b.send(payloads[i])     # there before the call: the first try takes it
+            send(i, b)              # there before the call: the first try takes it
         else:
-            loop.call_later(0.001 * (i % 5), b.send, payloads[i])
+            loop.call_later(0.001 * (i % 5), send, i, b)
         try:
             return await asyncio.wait_for(loop.sock_recv(a, 1 << 16), 0.002)
         except asyncio.TimeoutError:
@@ -140,7 +148,7 @@ def test_receives_that_timed_out_leave_the_bytes_for_plain_calls(any_loop):
         for a, _ in pairs:
             a.setblocking(False)
         firsts = await asyncio.gather(*(one(i, a, b) for i, (a, b) in enumerate(pairs)))
-        await asyncio.sleep(0.02)
+        await until(lambda: len(sent) == len(payloads), "every payload sent")
         return pairs, firsts
 
     pairs, firsts = loop.run_until_complete(main())
