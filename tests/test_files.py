@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import uringloop
 from conftest import on_both_loops
-from streams import Collect
+from protocols import collected_connection
 
 _names = itertools.count()
 
@@ -997,10 +997,7 @@ def test_loop_sendfile_over_a_transport(any_loop, tmp_path):
 
     async def main():
         loop = asyncio.get_running_loop()
-        received = Collect()
-        server = await loop.create_server(lambda: received, "127.0.0.1", 0)
-        async with server:
-            tr, cli = await loop.create_connection(Collect, *server.sockets[0].getsockname())
+        async with collected_connection(loop) as (tr, cli, received):
             tr.write(b"head:")
             with open(path, "rb") as f:
                 sent = await loop.sendfile(tr, f)

@@ -16,13 +16,13 @@ import time
 import pytest
 
 from conftest import recv_until_eof, until, until_held
+from protocols import Collect, collected_connection
 from recorders import (BufferedRecorder,
                        datagram_pair,
                        DatagramRecorder,
                        Events,
                        STREAM_MODES,
                        StreamRecorder)
-from streams import Collect
 
 
 def test_datagram_pause_and_resume_reading(any_loop):
@@ -545,10 +545,7 @@ def test_pause_and_resume_reading_lose_nothing(any_loop):
 
     async def main():
         loop = asyncio.get_running_loop()
-        received = Collect()
-        server = await loop.create_server(lambda: received, "127.0.0.1", 0)
-        async with server:
-            tr, cli = await loop.create_connection(Collect, *server.sockets[0].getsockname())
+        async with collected_connection(loop) as (tr, cli, received):
             await asyncio.sleep(0.01)
             received.transport.pause_reading()
             assert not received.transport.is_reading()

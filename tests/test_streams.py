@@ -20,9 +20,9 @@ from hypothesis import example, given, HealthCheck, settings, strategies as st
 
 import uringloop
 from conftest import cycle_garbage, on_both_loops, recv_until_eof
-from protocols import collecting, Echo, EchoBuffered
+from protocols import (Collect, collected_connection, collecting, Echo, echo_server,
+                       EchoBuffered, run_on_uringloop)
 from recorders import Events, handler_calls, run_through_interrupts, STREAM_MODES
-from streams import Collect, echo_server, run_on_uringloop
 
 
 TRANSPORT_METHODS = [
@@ -727,10 +727,7 @@ def test_close_while_writes_are_queued_sends_everything(any_loop):
 
     async def main():
         loop = asyncio.get_running_loop()
-        received = Collect()
-        server = await loop.create_server(lambda: received, "127.0.0.1", 0)
-        async with server:
-            tr, cli = await loop.create_connection(Collect, *server.sockets[0].getsockname())
+        async with collected_connection(loop) as (tr, cli, received):
             tr.write(payload)
             assert tr.get_write_buffer_size() > 0
             tr.close()
@@ -744,10 +741,7 @@ def test_close_while_writes_are_queued_sends_everything(any_loop):
 def test_abort_drops_queued_data_and_reports_no_error(any_loop):
     async def main():
         loop = asyncio.get_running_loop()
-        received = Collect()
-        server = await loop.create_server(lambda: received, "127.0.0.1", 0)
-        async with server:
-            tr, cli = await loop.create_connection(Collect, *server.sockets[0].getsockname())
+        async with collected_connection(loop) as (tr, cli, received):
             tr.write(b"x" * (16 * 1024 * 1024))
             tr.abort()
             assert tr.get_write_buffer_size() == 0
@@ -805,10 +799,7 @@ def test_buffered_protocol_receives_into_its_buffer(any_loop):
             def connection_lost(self, exc):
                 self.done.set_result(exc)
 
-        proto = Buffered()
-        server = await loop.create_server(lambda: proto, "127.0.0.1", 0)
-        async with server:
-            tr, cli = await loop.create_connection(Collect, *server.sockets[0].getsockname())
+        async with collected_connection(loop, Buffered()) as (tr, cli, proto):
             tr.write(payload)
             tr.close()
             await proto.done

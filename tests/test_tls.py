@@ -18,7 +18,7 @@ import time
 import pytest
 
 import uringloop
-from streams import echo_server, run_on_uringloop
+from protocols import echo_server, run_on_uringloop
 
 
 LOOPS = {"selector": asyncio.SelectorEventLoop, "uringloop": uringloop.new_event_loop}

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from streams import Collect
+from protocols import Collect
+
 
 
 CLEANS_UP = sys.version_info >= (3, 13)

@@ -1,9 +1,18 @@
-"""Protocols the tests share: a sink that keeps what it receives, and
-echo servers for streams, BufferedProtocol streams and datagrams.
+"""Protocols the tests share: a sink that keeps what it receives (and
+Collect, one that also notes its events), echo servers for streams,
+BufferedProtocol streams and datagrams, a connected pair of collectors,
+and run_on_uringloop(coro, timeout).
 
     from protocols import Sink, Echo      # (conftest.py puts helpers/ on sys.path)
 """
 import asyncio
+import contextlib
+
+import uringloop
+
+
+def run_on_uringloop(coro, timeout=60):
+    return uringloop.run(asyncio.wait_for(coro, timeout))
 
 
 class Sink(asyncio.Protocol):
@@ -74,3 +83,63 @@ def collecting(factory, into):
         into.append(protocol)
         return protocol
     return make
+
+
+class Collect(Sink):
+    """A Sink that also notes its events in .events ('made', 'eof',
+    'lost') and .eof, and checks that every read is a bytes object."""
+
+    def __init__(self):
+        super().__init__()
+        self.eof = False
+        self.events = []
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        self.events.append("made")
+
+    def data_received(self, data):
+        assert isinstance(data, bytes)
+        super().data_received(data)
+
+    def eof_received(self):
+        self.eof = True
+        self.events.append("eof")
+
+    def connection_lost(self, exc):
+        self.events.append("lost")
+        super().connection_lost(exc)
+
+
+@contextlib.asynccontextmanager
+async def collected_connection(loop, received=None):
+    """A TCP server on loopback whose one protocol is `received` (a new
+    Collect by default) and a Collect client connected to it: yields
+    (client transport, client protocol, received) inside `async with` the
+    server."""
+    received = Collect() if received is None else received
+    server = await loop.create_server(lambda: received, "127.0.0.1", 0)
+    async with server:
+        tr, client = await loop.create_connection(Collect, *server.sockets[0].getsockname())
+        yield tr, client, received
+
+
+async def echo_server(loop, **kwargs):
+    """A stream echo server made with asyncio.start_server(): (server,
+    address); server.handlers holds its handler tasks."""
+    handlers = set()
+
+    async def handle(reader, writer):
+        handlers.add(asyncio.current_task())
+        try:
+            while data := await reader.read(1 << 20):
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, **kwargs)
+    server.handlers = handlers      # to wait for before the loop ends
+    return server, server.sockets[0].getsockname()
