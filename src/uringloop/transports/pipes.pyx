@@ -107,8 +107,7 @@ cdef class ReadPipeTransport(BaseTransport):
     cdef int start_reading(self) except -1:
         """Arm the READ when reading and none is in flight (a cancelled
         one still is, until its completion)."""
-        if (self.read_op.life != OP_IDLE or self.read_state != PIPE_READING
-                or self.closing):      # (closed_with_loop(): no ring left)
+        if self.read_op.life != OP_IDLE or self.read_state != PIPE_READING:
             return 0
         self.read_op.arm()
         self.op_started()
@@ -179,7 +178,7 @@ cdef class ReadPipeTransport(BaseTransport):
         return BaseTransport.fatal_error(self, exc, message)
 
     def is_reading(self):
-        return self.read_state == PIPE_READING and not self.closing
+        return self.read_state == PIPE_READING
 
     def pause_reading(self):
         if not self.is_reading():
@@ -188,7 +187,7 @@ cdef class ReadPipeTransport(BaseTransport):
         self.cancel_read()
 
     def resume_reading(self):
-        if self.closing or self.read_state != PIPE_PAUSED:
+        if self.read_state != PIPE_PAUSED:
             return
         self.set_read_state(PIPE_READING)
         self.start_reading()
@@ -236,8 +235,7 @@ cdef class WritePipeTransport(BaseTransport):
         return 0
 
     def _watch_hangup(self):
-        if (self.write_state != PIPE_WRITABLE or self.closing
-                or self.hangup_op.life != OP_IDLE):
+        if self.write_state != PIPE_WRITABLE or self.hangup_op.life != OP_IDLE:
             return
         (<HangupWatch>self.hangup_op).arm()
         self.op_started()
@@ -257,7 +255,7 @@ cdef class WritePipeTransport(BaseTransport):
         data = bytes(data)
         if not data:
             return
-        if self.conn_lost or self.closing:
+        if self.conn_lost or self.write_state != PIPE_WRITABLE:
             if self.conn_lost >= constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES:
                 logger.warning('pipe closed by peer or '
                                'os.write(pipe, data) raised exception.')
