@@ -146,3 +146,35 @@ def test_subprocess_exec_and_shell(any_loop):
         assert await proc.wait() == -15
 
     any_loop.run_until_complete(asyncio.wait_for(main(), 60))
+
+
+def _write_to_a_gone_reader_scenario(loop, caplog):
+    """A write pipe whose reader has gone: the write() that meets EPIPE
+    closes the transport at once and connection_lost() gets the error;
+    writes after it are counted, and the warning comes at the same one."""
+    events = []
+
+    class P(asyncio.Protocol):
+        def connection_lost(self, exc):
+            events.append(("connection_lost", type(exc).__name__))
+
+    async def main():
+        r, w = os.pipe()
+        tr, _ = await loop.connect_write_pipe(P, os.fdopen(w, "wb", 0))
+        os.close(r)
+        tr.write(b"x")
+        events.append(("closing", tr.is_closing()))
+        await until(lambda: events[-1][0] == "connection_lost", "connection_lost()")
+        caplog.clear()
+        for i in range(6):
+            tr.write(b"after")
+            events.append(("warned", i, "pipe closed by peer" in caplog.text))
+        tr.close()
+    loop.run_until_complete(asyncio.wait_for(main(), 10))
+    return events
+
+
+def test_a_write_to_a_pipe_whose_reader_is_gone_closes_it_with_the_error(caplog):
+    ours, reference = on_both_loops(_write_to_a_gone_reader_scenario, caplog)
+    assert reference[:2] == [("closing", True), ("connection_lost", "BrokenPipeError")]
+    assert ours == reference

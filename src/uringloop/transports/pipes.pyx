@@ -271,7 +271,9 @@ cdef class WritePipeTransport(BaseTransport):
             except (SystemExit, KeyboardInterrupt):
                 raise
             except BaseException as exc:
-                self.conn_lost += 1
+                # (fatal_error() counts the connection lost, as the stdlib's
+                # count ends at one; counted first, it found the transport
+                # lost already and closed nothing)
                 self.fatal_error(exc, 'Fatal write error on pipe transport')
                 return
             if n == len(data):
@@ -303,7 +305,6 @@ cdef class WritePipeTransport(BaseTransport):
             if res != -ECANCELED:
                 self.write_queue.clear()
                 self.write_buffer_size = 0
-                self.conn_lost += 1
                 self.fatal_error(convert_error(res), 'Fatal write error on pipe transport')
             return 0
         self.write_buffer_size -= res
