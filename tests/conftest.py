@@ -443,11 +443,8 @@ async def until_held(transport, n, delivered=0, timeout=10):
     delivered: an event, where a sleep of fixed length may end on a loaded
     machine before they came; then let the loop run a few iterations, its
     chances to deliver them wrongly."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while bytes_held_for(transport, delivered) < n:
-        assert loop.time() < deadline, f"{n} bytes never reached the transport"
-        await asyncio.sleep(0.001)
+    await until(lambda: bytes_held_for(transport, delivered) >= n,
+                f"{n} bytes at the transport", timeout)
     for _ in range(3):
         await asyncio.sleep(0)
 
