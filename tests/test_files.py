@@ -224,6 +224,24 @@ def test_flush_of_a_file_open_for_both_drops_its_read_ahead(any_loop, tmp_path, 
     run(any_loop, compare_calls(path, mode, calls, b'line\n' * 3000, buffering=buffering))
 
 
+@pytest.mark.parametrize("mode", ['a+b', 'r+b', 'wb'])
+@pytest.mark.parametrize("sizes", [(8, 8), (16,), (10, 8), (17,), (3, 20, 16)])
+def test_a_write_that_fills_the_buffer_is_kept_or_written_as_the_builtin_does(
+        any_loop, tmp_path, mode, sizes):
+    """A write that fills the buffer exactly: CPython 3.11 and 3.12 keep it
+    and write through only what is larger than a buffer; 3.13 and later
+    write it straight out.  uringloop.open() does what the running
+    builtin does.  In 'a+b' tell() shows the difference (O_APPEND moves
+    the raw position at the write).  Found by the randomized test above:
+    'a+b', buffering=16, two 8-byte writes, tell() gave 17 where the
+    builtin gave 16."""
+    path = tmp_path / 'f'
+    calls = [('seek', 0, 0)]
+    for n in sizes:
+        calls += [('write', bytes([65 + n]) * n), ('tell',)]
+    run(any_loop, compare_calls(path, mode, calls, b'\0', buffering=16))
+
+
 def test_read1_after_write_reads_at_the_position(any_loop, tmp_path):
     # The builtin's BufferedRandom.read1() after a write returns the bytes
     # from before the written ones (CPython 3.11: b'ABCDEF' below, and

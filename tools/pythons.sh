@@ -124,7 +124,7 @@ test_in_root() {
 
 # settings the suite reads, handed into the chroot
 passed_env=()
-for name in CI URINGLOOP_SHORTCUTS URINGLOOP_DEBUG URINGLOOP_OPT; do
+for name in CI URINGLOOP_SHORTCUTS URINGLOOP_DEBUG URINGLOOP_OPT FILES_EXAMPLES; do
     [ -n "${!name+x}" ] && passed_env+=("$name=${!name}")
 done
 

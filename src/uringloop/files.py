@@ -66,6 +66,28 @@ def _buffer_size(blksize: int) -> int:
     if sys.version_info >= (3, 14):
         return max(min(blksize, 8192 * 1024), _DEFAULT_BUFFER)
     return blksize if blksize > 1 else _DEFAULT_BUFFER
+
+
+def _whole_buffer_goes_straight_out() -> bool:
+    """Whether this CPython's BufferedWriter writes a write of exactly
+    its buffer's size through at once (3.13 on) or keeps it (3.12 and
+    before, which write through only what is larger).  Asked of the
+    builtin itself, on a raw stream in memory that notes its writes."""
+    class Noted(io.RawIOBase):
+        wrote = False
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            Noted.wrote = True
+            return len(b)
+    writer = io.BufferedWriter(Noted(), buffer_size=2)
+    writer.write(b'ab')
+    return Noted.wrote
+
+
+_WHOLE_BUFFER_DIRECT = _whole_buffer_goes_straight_out()
 _NEWLINES = (None, '', '\n', '\r', '\r\n')
 # (3.12 on: a buffered file's read(None) where it cannot read is a
 # TypeError of its argument before the UnsupportedOperation)
@@ -1048,13 +1070,18 @@ class AsyncFile:
             self._drop_read_ahead()
             if self._raw:
                 return await self._write_direct(view, once=True)
-            if not self._wbuf and size >= self._buffer_size:
-                await self._write_direct(view)
-                return size
+            # The builtin's rule: keep what fits; else flush, then write
+            # a whole buffer's worth or more straight out (3.12 and
+            # before: only more than a buffer) and keep the rest.
+            direct = (size >= self._buffer_size if _WHOLE_BUFFER_DIRECT
+                      else size > self._buffer_size)
+            if direct or len(self._wbuf) + size > self._buffer_size:
+                await self._flush_unlocked()
+                if direct:
+                    await self._write_direct(view)
+                    return size
             self._wbuf += view
             self._pos += size
-            if len(self._wbuf) >= self._buffer_size:
-                await self._flush_unlocked()
             return size
         finally:
             self._end_turn()
