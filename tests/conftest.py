@@ -438,6 +438,34 @@ async def until(predicate, what, timeout=10):
         await asyncio.sleep(0.001)
 
 
+async def turns(n=3):
+    """Let the loop run n iterations: where a scenario needs the loop to
+    have submitted what it was asked (a receive armed, a cancel sent) and
+    no event shows it, or looks for an absence (no callback after
+    remove_reader()), which no event can show.  Counted in iterations,
+    not seconds: a loaded machine runs them all the same."""
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def until_closed(*transports, timeout=10):
+    """Wait until each transport's connection_lost() has run: its socket
+    or pipe is closed then, on both loops."""
+    def shut(transport):
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            return sock.fileno() == -1
+        return transport.get_extra_info("pipe").closed
+    for transport in transports:
+        await until(lambda: shut(transport), f"{transport!r} closed", timeout)
+
+
+def readable(sock):
+    """Whether sock has something to read (or its end of stream), now."""
+    import select
+    return bool(select.select([sock], [], [], 0)[0])
+
+
 async def until_held(transport, n, delivered=0, timeout=10):
     """Wait until at least n bytes reached the transport and were not
     delivered: an event, where a sleep of fixed length may end on a loaded
@@ -445,8 +473,7 @@ async def until_held(transport, n, delivered=0, timeout=10):
     chances to deliver them wrongly."""
     await until(lambda: bytes_held_for(transport, delivered) >= n,
                 f"{n} bytes at the transport", timeout)
-    for _ in range(3):
-        await asyncio.sleep(0)
+    await turns()
 
 
 TINY_MEMLOCK_PREAMBLE = """

@@ -14,7 +14,7 @@ import socket
 import pytest
 
 import uringloop
-from conftest import on_both_loops, until
+from conftest import on_both_loops, turns, until
 from recorders import handler_calls
 
 
@@ -322,7 +322,7 @@ def test_callbacks_run_as_handle_run_runs_them(any_loop):
     loop.call_soon(record, "entered", context=entered)
     loop.call_soon(record, "cancelled").cancel()
     loop.call_later(0, record, "later", context=contextvars.copy_context().run(in_context, "b"))
-    entered.run(loop.run_until_complete, asyncio.sleep(0.01))
+    entered.run(loop.run_until_complete, turns())
     assert seen == [("emptied", (1,)), (("soon",), "a"), ("duck.run", ("duck",)),
                     (("duck",), "unset"), (("later",), "b")]
     outcome = [(type(r["exception"]).__name__, str(r["exception"]).split(":")[0],

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import uringloop
-from conftest import until
+from conftest import readable, turns, until
 
 
 def test_cancelled_receive_whose_result_waits_in_the_ring_keeps_the_order(any_loop):
@@ -98,7 +98,8 @@ def test_sendall_after_a_cancelled_sendall_keeps_the_byte_order(any_loop):
         b.setblocking(False)
         big = bytes(range(256)) * (16 * 1024)        # 4 MiB: more than fits
         stuck = asyncio.ensure_future(loop.sock_sendall(a, big))
-        await asyncio.sleep(0.05)                     # it waits for room
+        await until(lambda: readable(b), "the sendall's first bytes")
+        await turns()                                 # it waits for room
         got = bytearray(b.recv(1 << 20))              # room, the loop not run
         stuck.cancel()
         sending = asyncio.ensure_future(loop.sock_sendall(a, b"tail"))

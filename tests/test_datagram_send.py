@@ -13,6 +13,7 @@ import threading
 import pytest
 
 import uringloop
+from conftest import until
 
 
 def zc_always(tr):
@@ -220,14 +221,16 @@ def test_abort_with_chain_queued_or_in_flight(uloop, when):
         # the loop is healthy: a fresh transport still works
         tr2, p2 = await loop.create_datagram_endpoint(Errors, remote_addr=rx.getsockname())
         tr2.sendto(b"after")
-        await asyncio.sleep(0.05)
         rx.setblocking(False)
         data = []
-        while True:
+
+        def came():
             try:
-                data.append(rx.recv(5000))
+                while True:
+                    data.append(rx.recv(5000))
             except BlockingIOError:
-                break
+                return b"after" in data
+        await until(came, "the datagram sent after")
         assert data[-1] == b"after"
         tr2.close()
         await p2.lost

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from conftest import io_uring_disabled, without_ipc_lock
+from conftest import io_uring_disabled, until_closed, without_ipc_lock
 import asyncio
 import socket
 
@@ -126,7 +126,7 @@ def test_debug_logs_eof_and_pauses_as_the_selector_loop(any_loop, caplog):
         await asyncio.wait_for(got, 5)
         tr.close()
         b.close()
-        await asyncio.sleep(0.01)
+        await until_closed(tr)
 
     for debug in (False, True):
         caplog.clear()

@@ -42,6 +42,15 @@ def wait_until_serving(proc, url, seconds=30):
     raise AssertionError("server did not start")
 
 
+def marked(path, lines, seconds=30):
+    """Wait until the app has added `lines` lines to the file at path (it
+    does as a request begins its wait)."""
+    deadline = time.monotonic() + seconds
+    while not (os.path.exists(path) and open(path).read().count("\n") >= lines):
+        assert time.monotonic() < deadline, f"{lines} requests never began"
+        time.sleep(0.01)
+
+
 @pytest.fixture
 def server_process():
     procs = []
@@ -96,7 +105,7 @@ def test_gunicorn_two_uringloop_workers_both_serve(server_process):
                                     "aiohttp.worker.GunicornWebWorker"],
                          ids=["uringloop", "stdlib"])
 def test_gunicorn_a_blocked_worker_leaves_new_connections_to_the_other(server_process,
-                                                                      worker):
+                                                                      worker, tmp_path):
     """One worker's loop is held (a handler that blocks); connections made
     meanwhile, one after the other, are all served at once by the other
     worker, as with the stdlib loop: a worker that is not running takes no
@@ -111,10 +120,12 @@ def test_gunicorn_a_blocked_worker_leaves_new_connections_to_the_other(server_pr
     wait_until_serving(proc, url)
     # both workers have booted and taken a connection
     assert len(answering_pids(url, loop_name=None)) == 2
+    mark = tmp_path / "began"
     blocker = socket.create_connection(("127.0.0.1", port))
     try:
-        blocker.sendall(b"GET /block?s=6 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        time.sleep(0.5)             # one worker is now inside time.sleep()
+        blocker.sendall(f"GET /block?s=6&mark={mark} HTTP/1.1\r\nHost: x\r\n"
+                        "Connection: close\r\n\r\n".encode())
+        marked(mark, 1)             # one worker is now inside time.sleep()
         pids = []
         for _ in range(12):
             start = time.monotonic()
@@ -186,22 +197,23 @@ def test_gunicorn_asgi_workers_both_serve_and_reload_on_sighup(server_process):
         assert get(url).split()[0] in after
 
 
-def test_gunicorn_asgi_sigterm_finishes_requests_in_flight(server_process):
+def test_gunicorn_asgi_sigterm_finishes_requests_in_flight(server_process, tmp_path):
     port = free_port()
+    mark = tmp_path / "began"
     proc = gunicorn_asgi(server_process, port)
     wait_until_serving(proc, f"http://127.0.0.1:{port}/pid")
     results = []
 
     def slow_request():
         try:
-            results.append(get(f"http://127.0.0.1:{port}/slow?s=2", timeout=15))
+            results.append(get(f"http://127.0.0.1:{port}/slow?s=2&mark={mark}", timeout=15))
         except OSError as exc:
             results.append(exc)
 
     threads = [threading.Thread(target=slow_request) for _ in range(4)]
     for t in threads:
         t.start()
-    time.sleep(0.7)                 # the requests are inside asyncio.sleep()
+    marked(mark, 4)                 # the requests are inside asyncio.sleep()
     proc.send_signal(signal.SIGTERM)
     for t in threads:
         t.join(20)

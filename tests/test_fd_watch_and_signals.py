@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from conftest import cycle_garbage
+from conftest import cycle_garbage, turns
 from recorders import handler_calls
 
 
@@ -180,14 +180,14 @@ def test_remove_watch_of_a_socket_closed_since_finds_it_by_the_object(any_loop, 
         add = loop.add_reader if kind == "reader" else loop.add_writer
         remove = loop.remove_reader if kind == "reader" else loop.remove_writer
         add(a, fired.append, 1)
-        await asyncio.sleep(0.01)
+        await turns()               # the watch is armed (a writer's has fired)
         fired.clear()
         a.close()
         removed = remove(a)
         with pytest.raises(ValueError):
             remove(a)               # no longer known by the object either
         b.close()
-        await asyncio.sleep(0.05)
+        await turns()               # (an absence: the callback never comes)
         return removed
     assert loop.run_until_complete(main()) is True
     assert calls == []

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import uringloop
-from conftest import on_both_loops
+from conftest import on_both_loops, turns, until
 from protocols import collected_connection
 
 _names = itertools.count()
@@ -662,7 +662,9 @@ def test_a_cancelled_open_leaves_no_file_open(any_loop, tmp_path):
             f = await cancel_after(opening(), spins)
             if f is not None:
                 await f.close()
-        await asyncio.sleep(0.05)       # a thread's open ends too
+        # a thread's open ends too (the stdlib loop's, or a fallback's)
+        await until(lambda: set(os.listdir('/proc/self/fd')) <= before,
+                    "every opened file closed")
     run(any_loop, main())
     assert set(os.listdir('/proc/self/fd')) <= before
 
@@ -675,7 +677,7 @@ def test_close_ends_a_read_waiting_on_a_quiet_pipe(any_loop):
     async def main():
         f = await uringloop.open(r, 'rb', buffering=0)
         reader = asyncio.ensure_future(f.read(10))
-        await asyncio.sleep(0.01)
+        await turns()                   # the read waits
         await f.close()
         with pytest.raises((ValueError, asyncio.CancelledError)):
             await reader
@@ -946,7 +948,8 @@ def test_a_cancelled_sendfile_leaves_no_request_and_no_pipe(sendfile_method, ulo
                 task.cancel()       # the peer never reads: the socket fills
                 with pytest.raises(asyncio.CancelledError):
                     await task
-        await asyncio.sleep(0.01)
+        await until(lambda: uloop.stats()['ops_in_flight'] == in_flight,
+                    "the cancels")
         a.close()
         b.close()
     run(uloop, main())

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import recv_until_eof, until, until_held
+from conftest import recv_until_eof, turns, until, until_held
 from protocols import Collect, collected_connection
 from recorders import (BufferedRecorder,
                        datagram_pair,
@@ -77,7 +77,7 @@ def test_a_reset_while_reading_is_paused_is_reported_on_resume(any_loop):
         tr, _ = await loop.create_connection(lambda: proto, *lsock.getsockname())
         peer, _ = lsock.accept()
         lsock.close()
-        await asyncio.sleep(0.01)
+        await turns()
         tr.pause_reading()
         await asyncio.sleep(0)
         peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -344,7 +344,7 @@ def test_a_datagram_endpoint_paused_by_a_timer_under_a_flood(any_loop):
             tr.resume_reading()
             await asyncio.sleep(0.001)
         sender.join()
-        await asyncio.sleep(0.05)
+        await turns()
         tr.close()
         peer.close()
         return proto.while_paused, proto.calls > 0
@@ -371,7 +371,7 @@ def test_a_keyboard_interrupt_on_the_last_kept_piece_leaves_reading_on(any_loop)
         tr.pause_reading()
         # (from a thread: the paused reader leaves most of it in the socket)
         threading.Thread(target=b.sendall, args=(bytes(total),), daemon=True).start()
-        await asyncio.sleep(0.05)
+        await until_held(tr, 128 * 1024)
         return tr, proto, b
 
     tr, proto, b = loop.run_until_complete(setup())
@@ -546,13 +546,14 @@ def test_pause_and_resume_reading_lose_nothing(any_loop):
     async def main():
         loop = asyncio.get_running_loop()
         async with collected_connection(loop) as (tr, cli, received):
-            await asyncio.sleep(0.01)
+            await until(lambda: hasattr(received, "transport"), "the connection")
             received.transport.pause_reading()
             assert not received.transport.is_reading()
             payload = os.urandom(total)
             tr.write(payload)
-            await asyncio.sleep(0.05)
+            await until_held(received.transport, 64 * 1024, len(received.data))
             paused_len = len(received.data)
+            # an absence, which no event shows: 50 ms of the loop running
             await asyncio.sleep(0.05)
             assert len(received.data) == paused_len    # nothing while paused
             received.transport.resume_reading()

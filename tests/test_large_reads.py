@@ -296,7 +296,7 @@ def test_more_than_one_report_can_read_is_read_without_another_wakeup():
         first = await go_direct(loop, proto, client)
         burst = fill_while_paused(proto, client, 5 * MIB, seed=23)
         client.setblocking(False)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)       # (an absence: nothing comes while paused)
         assert len(proto.data) == len(first)
         proto.transport.resume_reading()
         # the peer sends nothing more and does not close
@@ -338,7 +338,7 @@ def test_a_half_closed_direct_reader_is_not_left_armed():
             reply += await loop.sock_recv(client, 65536)
         assert reply == b"bye" * 4000
         await _until(lambda: not reading(proto)["armed"])
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)       # (an absence: no receive is armed again)
         assert not reading(proto)["armed"]
         assert not proto.lost.done()
         proto.transport.close()

@@ -5,6 +5,7 @@ import contextvars
 import gc
 import logging
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ import weakref
 import pytest
 
 import uringloop
-import socket
+from conftest import turns, until_closed
 
 
 def test_loop_is_an_asyncio_loop(uloop):
@@ -82,7 +83,7 @@ def test_call_soon_threadsafe_wakes_a_sleeping_loop(any_loop):
     done = []
 
     def other_thread():
-        time.sleep(0.05)
+        time.sleep(0.05)    # (the loop is asleep by then: what is tested)
         any_loop.call_soon_threadsafe(done.append, "woken")
         any_loop.call_soon_threadsafe(any_loop.stop)
 
@@ -138,7 +139,7 @@ def test_a_loop_closed_from_another_thread_frees_its_memory(caplog):
         await writer.wait_closed()
         server.close()
         await server.wait_closed()
-        await asyncio.sleep(0.01)    # (the wake-up read is submitted)
+        await turns()                # (the wake-up read is submitted)
 
     t = threading.Thread(target=loop.run_until_complete, args=(serve_one_connection(),))
     t.start()
@@ -444,13 +445,13 @@ def test_stats_count_this_loops_transports_until_collected():
     tr3 = other.run_until_complete(make())
     assert loop.stats()["transports"] == 2 and other.stats()["transports"] == 1
     tr1.close()
-    loop.run_until_complete(asyncio.sleep(0.01))
+    loop.run_until_complete(until_closed(tr1))
     assert loop.stats()["transports"] == 2         # closed, still referenced
     del tr1
     gc.collect()
     assert loop.stats()["transports"] == 1
     tr3.close()
-    other.run_until_complete(asyncio.sleep(0.01))
+    other.run_until_complete(until_closed(tr3))
     other.close()
     del other
     gc.collect()            # the transport holds its loop: both still alive
@@ -458,7 +459,7 @@ def test_stats_count_this_loops_transports_until_collected():
     del tr3
     gc.collect()            # the loop and its counts go with its last transport
     tr2.close()
-    loop.run_until_complete(asyncio.sleep(0.01))
+    loop.run_until_complete(until_closed(tr2))
     loop.close()
     del tr2
     gc.collect()
@@ -491,7 +492,7 @@ def test_a_closed_loop_keeps_no_socket_open(any_loop):
                 for _ in range(4):
                     tr.write_zerocopy(bytearray(256 * 1024))
             transports.append((tr, peer))
-        await asyncio.sleep(0.01)
+        await turns()                       # the sends and receives are in flight
         return pairs, tasks, transports
 
     before = open_fds()

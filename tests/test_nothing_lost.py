@@ -18,6 +18,7 @@ import threading
 import pytest
 
 import uringloop
+from conftest import until, until_closed
 
 
 async def cancel_once_ready(loop, task):
@@ -333,7 +334,7 @@ def test_buffered_protocol_with_a_4_gib_buffer_gets_data(any_loop):
             assert await asyncio.wait_for(proto.got, 5) == b"hello"
             assert not proto.eof
             tr.close()
-            await asyncio.sleep(0.01)
+            await until_closed(tr)
     try:
         loop.run_until_complete(main())
     finally:
@@ -396,7 +397,7 @@ def test_nan_timer_runs_at_once_as_in_the_stdlib(any_loop):
             ran.append("sleep refused")
         else:
             ran.append("sleep")
-        await asyncio.sleep(0.01)
+        await until(lambda: "call_later" in ran, "the NaN timer")
     guard = _guard(loop)
     try:
         if sys.version_info >= (3, 14) and not isinstance(loop, uringloop.Loop):
@@ -421,7 +422,7 @@ def test_inf_timer_does_not_fire_and_does_not_block_others(any_loop):
     async def main():
         h = loop.call_later(float("inf"), ran.append, "inf")
         loop.call_later(-float("inf"), ran.append, "-inf")
-        await asyncio.sleep(0.02)
+        await until(lambda: "-inf" in ran, "the -inf timer")
         h.cancel()
     guard = _guard(loop)
     try:
@@ -449,8 +450,9 @@ def test_abort_with_zero_copy_sends_in_flight_releases_everything(uloop, how):
         futs = [tr.write_zerocopy(b) for b in bufs]
         if how == "write_zerocopy_then_abort":
             tr.write(bytes(300 * 1024))
-        await asyncio.sleep(0.2)        # sends in flight, the peer's window shut
-        assert tr.get_extra_info("zerocopy")["notifications_pending"] > 0
+        # sends in flight, the peer's window shut
+        await until(lambda: tr.get_extra_info("zerocopy")["notifications_pending"] > 0,
+                    "sends the kernel holds")
         tr.abort()
 
         def settled():

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import on_both_loops, until
+from conftest import on_both_loops, until, until_closed
 from recorders import handler_calls
 
 
@@ -113,7 +113,7 @@ def _interrupted_pipe_scenario(loop):
             await asyncio.sleep(0.01)
     loop.run_until_complete(rest())
     tr.close()
-    loop.run_until_complete(asyncio.sleep(0.01))
+    loop.run_until_complete(until_closed(tr))
     return interrupted, seen
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import uringloop
-from conftest import requires
+from conftest import requires, until_closed
 
 
 def test_stats_keys(uloop):
@@ -119,7 +119,7 @@ def test_writes_made_in_one_callback_leave_in_one_request(uloop):
         tr.write(b"last")
         tr.abort()
         assert tr.get_write_buffer_size() == 0
-        await asyncio.sleep(0.01)
+        await until_closed(tr)
         rest = b""
         while True:
             try:

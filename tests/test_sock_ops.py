@@ -8,7 +8,7 @@ import tempfile
 import pytest
 
 import uringloop
-from conftest import recv_until_eof
+from conftest import recv_until_eof, turns, until
 
 HAS_IPV6 = socket.has_ipv6 and os.path.exists("/proc/net/if_inet6")
 
@@ -239,7 +239,7 @@ def test_a_waiting_recv_into_leaves_its_buffer_free(any_loop):
         with a, b:
             buf = bytearray(64)
             task = asyncio.ensure_future(any_loop.sock_recv_into(b, buf))
-            await asyncio.sleep(0.01)
+            await turns()                   # it waits
             buf.extend(b"x")
             a.send(b"data")
             n = await asyncio.wait_for(task, 5)
@@ -372,7 +372,7 @@ def test_close_with_operations_in_flight(uloop):
     async def main():
         tasks = [asyncio.ensure_future(uloop.sock_recv(b, 10)),
                  asyncio.ensure_future(uloop.sock_recv_into(a, buf))]
-        await asyncio.sleep(0.01)
+        await until(lambda: uloop.stats()["ops_in_flight"] >= 3, "the receives")
         return tasks
 
     tasks = uloop.run_until_complete(main())

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import example, given, HealthCheck, settings, strategies as st
 
 import uringloop
-from conftest import cycle_garbage, on_both_loops, recv_until_eof
+from conftest import cycle_garbage, on_both_loops, recv_until_eof, turns, until, until_closed
 from protocols import (Collect, collected_connection, collecting, Echo, echo_server,
                        EchoBuffered, run_on_uringloop)
 from recorders import Events, handler_calls, run_through_interrupts, STREAM_MODES
@@ -73,7 +73,7 @@ def _transport_profile(loop):
         for tr in made.values():
             tr.close()
         b.close()
-        await asyncio.sleep(0.01)
+        await until_closed(*made.values())
         return profile
     return loop.run_until_complete(main())
 
@@ -112,7 +112,7 @@ def test_a_large_write_to_a_reading_peer_is_sent_within_write(any_loop):
         info = tr.get_extra_info("writing")
         tr.close()
         b.close()
-        await asyncio.sleep(0.01)
+        await until_closed(tr)
         return sizes, info
     sizes, info = loop.run_until_complete(main())
     assert sizes == [0, 0]
@@ -137,8 +137,8 @@ def test_a_large_write_to_a_reset_peer_loses_the_connection_with_the_error(any_l
         listener.close()
         tr, _ = await loop.create_connection(P, sock=conn)
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
-        client.close()                  # RST
-        await asyncio.sleep(0.05)
+        client.close()                  # RST (at once, on loopback)
+        await turns()
         tr.write(b"y" * (100 * 1024))
         tr.write(b"z" * (100 * 1024))   # after the error: counted, dropped
         exc = await asyncio.wait_for(lost, 5)
@@ -229,7 +229,7 @@ def test_socket_is_closed_one_iteration_after_abort(any_loop, kind):
             tr, _ = await loop.create_connection(asyncio.Protocol, *lsock.getsockname())
             peer, _ = lsock.accept()
         sock = tr.get_extra_info("socket")
-        await asyncio.sleep(0.01)      # its receive is armed, and waiting
+        await turns()                  # its receive is armed, and waiting
         if kind == "tcp-written":
             tr.write(b"x")
             await asyncio.sleep(0)
@@ -574,11 +574,11 @@ def test_nothing_is_delivered_after_close_while_writes_drain(any_loop, mode):
         tr.close()
         calls_at_close = proto.calls
         await loop.sock_sendall(b, bytes(chunk))      # after close(): not delivered
-        await asyncio.sleep(0.05)
+        await turns()       # (an absence; the receiving below runs the loop on)
         got = 0
         while got < len(payload):
             got += len(await loop.sock_recv(b, 1 << 20))
-        await asyncio.sleep(0.05)
+        await until_closed(tr)
         # (the transport's socket then closes with those bytes unread: the
         # peer's next receive is a reset, on both loops)
         b.close()

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import uringloop
-from conftest import requires
+from conftest import requires, turns, until, until_closed
 from protocols import Echo
 from uringloop import RefillQueue, zcrx_offset, zcrx_split
 from uringloop.core import SimulatedZeroCopyReceive
@@ -364,7 +364,8 @@ def test_held_pieces_past_half_the_area_stop_receiving_until_a_quarter_is_left()
         p.hold = True
         for i in range(9):                                # 36 KiB > 32 KiB high water
             zcrx.feed(p.transport, 4096, i * 4096)
-        await asyncio.sleep(0.01)                         # the cancel completes
+        await until(lambda: not p.transport.get_extra_info("zerocopy_receive")["receive_armed"],
+                    "the cancel")
         info = p.transport.get_extra_info("zerocopy_receive")
         assert info["stopped_for_area"] == 1 and not info["receive_armed"]
         assert info["held_bytes"] == 9 * 4096 and p.transport.is_reading()
@@ -393,10 +394,10 @@ def test_pause_reading_keeps_pieces_in_order_and_cancels_the_receive():
         p.transport.pause_reading()
         zcrx.feed(p.transport, 3, 4096)                  # posted before the cancel landed
         assert p.data == [b"one"] and zcrx.outstanding_bytes == 3
-        await asyncio.sleep(0.01)
-        assert not p.transport.get_extra_info("zerocopy_receive")["receive_armed"]
+        await until(lambda: not p.transport.get_extra_info("zerocopy_receive")["receive_armed"],
+                    "the cancel")
         p.transport.resume_reading()
-        await asyncio.sleep(0.01)
+        await until(lambda: len(p.data) == 2, "the piece kept while paused")
         assert p.data == [b"one", b"two"] and zcrx.outstanding_bytes == 0
         assert p.transport.get_extra_info("zerocopy_receive")["receive_armed"]
         zcrx.feed(p.transport, 5, 8192)
@@ -425,7 +426,7 @@ def test_end_of_stream_arrives_through_the_cqe32_ring_for_each_connection():
         clients = [await asyncio.open_connection(*listener.getsockname()) for _ in range(5)]
         while len(protocols) < 5 or not all(hasattr(p, "transport") for p in protocols):
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.01)
+        await turns()                       # their receives are armed
         for p in protocols[1:4]:
             zcrx.post_end_of_stream(p.transport)
         for _ in range(100):
@@ -436,7 +437,9 @@ def test_end_of_stream_arrives_through_the_cqe32_ring_for_each_connection():
         for _, w in clients:
             w.close()
         server.close()
-        await asyncio.sleep(0.05)
+        for p in protocols:
+            p.transport.close()
+        await until_closed(*(p.transport for p in protocols))
         return events
     events = run(main())
     assert events[1:4] == [["eof"]] * 3 and events[0] != ["eof"] and events[4] != ["eof"]
@@ -452,7 +455,7 @@ def test_an_error_completion_ends_the_connection_and_enospc_arms_again():
         assert p.transport.get_extra_info("zerocopy_receive")["receive_armed"]
         assert p.events == []
         zcrx.feed(p.transport, -104, 0, more=False)      # -ECONNRESET
-        await asyncio.sleep(0.01)
+        await until(lambda: p.events, "connection_lost()")
         assert isinstance(p.events[-1][1], ConnectionResetError)
     zcrx_server(zcrx, Keeper, body)
     zcrx.close()
@@ -469,7 +472,7 @@ def test_pieces_outlive_their_connection_and_loop_and_stay_readable():
         zcrx.feed(p.transport, 4, 0)
         kept.append(p.pieces[0])
         p.transport.close()
-        await asyncio.sleep(0.01)
+        await until_closed(p.transport)
     zcrx_server(zcrx, Keeper, body)
     piece = kept[0]
     assert bytes(piece) == b"last"                        # the loop is closed
@@ -551,7 +554,8 @@ def test_small_held_pieces_count_as_the_buffers_they_pin():
         p.hold = True
         for i in range(9):
             zcrx.feed(p.transport, 100, i * 4096)
-        await asyncio.sleep(0.01)
+        await until(lambda: not p.transport.get_extra_info("zerocopy_receive")["receive_armed"],
+                    "the cancel")
         info = p.transport.get_extra_info("zerocopy_receive")
         assert info["held_bytes"] == 900 and info["held_area"] == 9 * 4096
         assert info["stopped_for_area"] == 1 and not info["receive_armed"]
@@ -575,7 +579,8 @@ def test_closing_the_queue_leaves_live_connections_on_ordinary_receives():
         zcrx.area_memory()[0:4] = b"kept"
         for i in range(9):                                # past half: stopped
             zcrx.feed(p.transport, 4096, i * 4096)
-        await asyncio.sleep(0.01)
+        await until(lambda: not p.transport.get_extra_info("zerocopy_receive")["receive_armed"],
+                    "the cancel")
         assert p.transport.get_extra_info("zerocopy_receive")["stopped_for_area"] == 1
         zcrx.close()
         info = p.transport.get_extra_info("zerocopy_receive")

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 import uringloop
-from conftest import requires, run_with_tiny_memlock
+from conftest import readable, requires, run_with_tiny_memlock, until
 from protocols import Sink
 
 pytestmark = requires("SEND_ZC")
@@ -389,7 +389,7 @@ def test_udp_auto_mode_to_this_host_sends_ordinarily(uloop):
         tr, _ = await loop.create_datagram_endpoint(asyncio.DatagramProtocol,
                                                     remote_addr=rx.getsockname())
         tr.sendto(bytes(20000))
-        await asyncio.sleep(0.01)
+        await until(lambda: readable(rx), "the datagram")
         stats = tr.get_extra_info("zerocopy")
         assert stats["threshold"] == 7680 and stats["zerocopy_sends"] == 0
         assert stats["active"] is False and "this host" in stats["off_reason"]

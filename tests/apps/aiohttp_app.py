@@ -1,5 +1,6 @@
 """An aiohttp app for the gunicorn tests: says which process and loop
-served; /block?s=N holds its worker's loop for N seconds (a busy worker)."""
+served; /block?s=N holds its worker's loop for N seconds (a busy worker; with
+&mark=PATH it adds a line to PATH as it begins)."""
 import asyncio
 import os
 import time
@@ -13,6 +14,9 @@ async def who(request):
 
 
 async def block(request):
+    if "mark" in request.query:
+        with open(request.query["mark"], "a") as f:
+            f.write("blocking\n")
     time.sleep(float(request.query.get("s", "1")))      # the whole loop waits
     return web.Response(text=f"{os.getpid()}")
 
