@@ -1,12 +1,12 @@
-"""aiohttp server and client on uringloop, end to end over loopback: routes,
-a streamed response, a large upload, websockets."""
+"""aiohttp server and client end to end over loopback, on uringloop and on
+the selector loop alike: routes, a streamed response, a large upload,
+websockets."""
 import asyncio
 import hashlib
 import os
 
 import pytest
 
-import uringloop
 
 aiohttp = pytest.importorskip("aiohttp")
 from aiohttp import web  # noqa: E402
@@ -47,8 +47,6 @@ def make_app():
 
 
 async def serve_and_fetch():
-    loop = asyncio.get_running_loop()
-    assert isinstance(loop, uringloop.Loop)
     runner = web.AppRunner(make_app())
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -85,5 +83,5 @@ async def serve_and_fetch():
         await runner.cleanup()
 
 
-def test_aiohttp_server_and_client():
-    uringloop.run(asyncio.wait_for(serve_and_fetch(), 60))
+def test_aiohttp_server_and_client(any_loop):
+    any_loop.run_until_complete(asyncio.wait_for(serve_and_fetch(), 60))
