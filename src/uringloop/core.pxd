@@ -48,8 +48,11 @@ cdef class Ring:
     cdef str closed_message          # RuntimeError of sqe() once closed
     cdef make_room_fn make_room      # the owner's reap, for a backed-up CQ
     cdef void *owner                 # (borrowed: the owner holds the ring)
+    cdef readonly str driver         # 'ring' (the kernel's io_uring) or 'epoll'
+    cdef readonly str driver_reason  # why the epoll driver ('' for the ring)
 
     cdef int setup(self, unsigned sq, unsigned cq, unsigned flags, bint shrink) except? -1
+    cdef int setup_epoll(self, unsigned sq, unsigned cq, str reason) except -1
     cdef int enable(self) except -1
     cdef io_uring_sqe *sqe(self) except NULL
     cdef int submit_for_room(self) except -1

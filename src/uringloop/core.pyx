@@ -87,6 +87,7 @@ import contextvars
 import errno as _errno
 import heapq
 import inspect
+import logging
 import os
 import _socket
 import socket
@@ -441,9 +442,7 @@ cdef class RingLoop:
         self.sendfile_splice = _sendfile_splice()
         shrink = ring_sizes(&sq_entries, &cq_entries)
         self.ring = new_ring("this loop's io_uring", "Event loop is closed")
-        ret = self.ring.setup(sq_entries, cq_entries, WANTED_SETUP_FLAGS, shrink)
-        if ret < 0:
-            raise setup_error(ret)
+        open_loop_ring(self.ring, sq_entries, cq_entries, WANTED_SETUP_FLAGS, shrink)
         # a backed-up completion queue refuses submissions: reap, retry
         self.ring.owner = <void *>self
         self.ring.make_room = loop_make_room
@@ -1159,6 +1158,8 @@ cdef class RingLoop:
             'sq_entries': self.ring.r.sq_entries,
             'cq_entries': self.ring.r.cq_entries,
             'setup_flags': self.ring.r.setup_flags,
+            'driver': self.ring.driver,
+            'driver_reason': self.ring.driver_reason,
             'sendfile_method': 'splice' if self.sendfile_splice else 'sendfile',
             'sendfile_zero_copy': self.sendfile_zero_copy,
             'sendfile_copied': self.sendfile_copied,

@@ -48,6 +48,22 @@ cdef class Ring:
         self.open = True
         self.enabled = not (self.r.setup_flags & IORING_SETUP_R_DISABLED)
         self.big_cqes = (self.r.setup_flags & UL_SETUP_CQE32) != 0
+        self.driver = 'ring'
+        self.driver_reason = ''
+        return 0
+
+    cdef int setup_epoll(self, unsigned sq, unsigned cq, str reason) except -1:
+        """Make a ring of the same layout whose requests the epoll driver
+        carries (ring/readiness.c): where the kernel refuses io_uring, or
+        URINGLOOP_DRIVER=epoll asks for it (`reason` says which)."""
+        cdef int ret = ul_ready_init(&self.r, sq, cq)
+        if ret < 0:
+            raise OSError(-ret, f"cannot make the epoll driver: {os.strerror(-ret)}")
+        self.open = True
+        self.enabled = True
+        self.big_cqes = False
+        self.driver = 'epoll'
+        self.driver_reason = reason
         return 0
 
     cdef int enable(self) except -1:
@@ -196,3 +212,44 @@ cdef Ring new_ring(str name, str closed_message):
     ring.name = name
     ring.closed_message = closed_message
     return ring
+
+
+cdef bint _epoll_logged = False
+
+
+cdef str driver_setting():
+    """URINGLOOP_DRIVER: 'ring' or 'epoll' forces a driver; unset (or
+    'auto') takes the ring where the kernel allows it."""
+    value = os.environ.get('URINGLOOP_DRIVER', '').strip()
+    if value in ('', 'auto'):
+        return ''
+    if value in ('ring', 'epoll'):
+        return value
+    raise ValueError(f"URINGLOOP_DRIVER must be 'ring', 'epoll' or 'auto', not {value!r}")
+
+
+cdef int open_loop_ring(Ring ring, unsigned sq, unsigned cq, unsigned flags,
+                        bint shrink) except -1:
+    """Make a loop's ring on the driver URINGLOOP_DRIVER names, or on the
+    kernel's io_uring where it is allowed and the epoll driver where it is
+    refused (a seccomp profile, io_uring_disabled, an old kernel, too
+    little locked memory), saying why once in an INFO log line.  A forced
+    ring that is refused raises RingUnavailableError."""
+    global _epoll_logged
+    cdef int ret
+    wanted = driver_setting()
+    if wanted == 'epoll':
+        return ring.setup_epoll(sq, cq, 'URINGLOOP_DRIVER=epoll')
+    ret = ring.setup(sq, cq, flags, shrink)
+    if ret == 0:
+        return 0
+    refusal = setup_error(ret)
+    if wanted == 'ring':
+        raise refusal
+    ring.setup_epoll(sq, cq, refusal.strerror)
+    if not _epoll_logged:
+        _epoll_logged = True
+        logging.getLogger('uringloop').info(
+            'uringloop: io_uring is refused here (%s); the loop runs on its epoll driver',
+            refusal.strerror)
+    return 0

@@ -75,6 +75,7 @@ cdef extern from "ring/ring.h" nogil:
         unsigned features
         unsigned sq_entries
         unsigned cq_entries
+        void *driver                 # the epoll driver's, or NULL
         uint64_t enter_calls
         uint64_t sqes_submitted
         uint64_t cqes_reaped
@@ -299,3 +300,13 @@ cdef extern from "<fcntl.h>" nogil:
         SPLICE_F_MOVE
         SPLICE_F_NONBLOCK
         SPLICE_F_MORE
+
+
+cdef extern from "ring/readiness.h" nogil:
+    ctypedef struct ul_ready_counts:
+        uint64_t syscalls
+        uint64_t epoll_waits
+        uint64_t epoll_ctls
+        uint64_t thread_requests
+    int ul_ready_init(ul_ring *r, unsigned entries, unsigned cq_entries)
+    void ul_ready_get_counts(ul_ring *r, ul_ready_counts *out)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ring.h"
+#include "readiness.h"
 #include "zcrx.h"
 
 #ifndef __NR_io_uring_setup
@@ -43,6 +44,8 @@ static int sys_enter(int fd, unsigned to_submit, unsigned min_complete,
 
 int ul_ring_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args)
 {
+    if (r->driver)
+        return ul_ready_register(r, opcode, arg, nr_args);
     long ret = syscall(__NR_io_uring_register, r->fd, opcode, arg, nr_args);
     return ret < 0 ? -errno : (int)ret;
 }
@@ -184,6 +187,10 @@ int ul_ring_init(ul_ring *r, unsigned entries, unsigned cq_entries, unsigned wan
 
 void ul_ring_exit(ul_ring *r)
 {
+    if (r->driver) {
+        ul_ready_exit(r);
+        return;
+    }
     if (r->sqes)
         munmap(r->sqes, r->sqes_map_len);
     if (r->cq_map)
@@ -234,6 +241,8 @@ int ul_ring_submit_only(ul_ring *r)
     if (to_submit == 0)
         return 0;
     r->enter_calls++;
+    if (r->driver)
+        return ul_ready_enter(r, 0, 0, 1);
     int ret = sys_enter(r->fd, to_submit, 0, 0, NULL, 0);
     if (ret > 0)
         r->sqes_submitted += (unsigned)ret;
@@ -248,6 +257,10 @@ int ul_ring_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns)
 
     /* Publish everything handed out by ul_get_sqe. */
     __atomic_store_n(r->sq_ktail, r->sqe_tail, __ATOMIC_RELEASE);
+    if (r->driver) {
+        r->enter_calls++;
+        return ul_ready_enter(r, wait_nr, timeout_ns, 0);
+    }
     to_submit = ul_sq_pending(r);
 
     memset(&arg, 0, sizeof(arg));

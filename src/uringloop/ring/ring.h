@@ -54,6 +54,10 @@ typedef struct ul_ring {
     size_t cq_map_len;
     size_t sqes_map_len;
 
+    /* the epoll driver that carries this ring's requests (readiness.h), or
+     * NULL for a kernel io_uring */
+    struct ul_ready *driver;
+
     /* counters a test or benchmark may read */
     uint64_t enter_calls;
     uint64_t sqes_submitted;
