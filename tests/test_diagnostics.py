@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from conftest import io_uring_disabled, until_closed, without_ipc_lock
+from conftest import io_uring_disabled, requires, until_closed, without_ipc_lock
 import asyncio
 import socket
 
@@ -13,6 +13,7 @@ import socket
 def diagnose(*args, prefix=(), env=None, cwd=None):
     full_env = dict(os.environ)
     full_env.pop("URINGLOOP_STRICT", None)
+    full_env.pop("URINGLOOP_DRIVER", None)
     full_env.update(env or {})
     return subprocess.run([*prefix, sys.executable, "-m", "uringloop", *args],
                           capture_output=True, text=True, env=full_env, timeout=60, cwd=cwd)
@@ -30,6 +31,7 @@ def test_the_directory_holding_a_clone_named_uringloop_does_not_shadow_it(tmp_pa
     assert json.loads(r.stdout)["uringloop"]
 
 
+@requires("ring")
 def test_allowed_reports_usable_and_exits_0():
     r = diagnose()
     assert r.returncode == 0, r.stdout + r.stderr
@@ -40,34 +42,39 @@ def test_allowed_reports_usable_and_exits_0():
     assert r.returncode == 0, r.stderr
     facts = json.loads(r.stdout)
     assert facts["usable"] is True and facts["verdict"] == "io_uring"
+    assert facts["driver"] == "ring" and facts["driver_reason"] == ""
     assert facts["kernel"] == os.uname().release
     assert facts["opcodes"]["POLL_ADD"] is True
     assert "DEFER_TASKRUN" in facts["setup_flags"]
     assert facts["ring_entries"][0] >= 32
 
 
-def test_seccomp_refusal_exits_1_and_names_the_filter(deny_io_uring):
+def test_seccomp_refusal_names_the_filter_and_the_epoll_driver(deny_io_uring):
     r = diagnose("--json", prefix=[deny_io_uring])
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr       # a loop is made: on epoll
     facts = json.loads(r.stdout)
-    assert facts["usable"] is False and facts["verdict"] == "stdlib fallback"
+    assert facts["usable"] is False and facts["verdict"] == "epoll driver"
+    assert facts["driver"] == "epoll" and "EPERM" in facts["driver_reason"]
     assert facts["seccomp"] == "filter"
     assert any("seccomp" in cause for cause in facts["causes"]), facts["causes"]
+
+    r = diagnose(prefix=[deny_io_uring])
+    assert "NOT usable" in r.stdout and "driver: epoll" in r.stdout
 
     r = diagnose(prefix=[deny_io_uring], env={"URINGLOOP_STRICT": "1"})
     assert r.returncode == 1
     assert "NOT usable" in r.stdout and "raises RingUnavailableError" in r.stdout
 
 
-def test_sysctl_refusal_exits_1_and_names_the_sysctl():
+def test_sysctl_refusal_names_the_sysctl():
     with io_uring_disabled("2"):
         r = diagnose()
         rj = diagnose("--json")
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "fall back to the stdlib loop" in r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "driver: epoll" in r.stdout
     assert "io_uring_disabled is 2" in r.stdout
     facts = json.loads(rj.stdout)
-    assert rj.returncode == 1 and facts["io_uring_disabled"] == 2
+    assert facts["io_uring_disabled"] == 2 and facts["driver"] == "epoll"
 
 
 def test_tight_memlock_is_reported():

@@ -233,21 +233,22 @@ def test_uvicorn_custom_loop_factory(server_process, factory):
     assert wait_until_serving(proc, f"http://127.0.0.1:{port}/") == "uringloop.core.Loop"
 
 
-def test_uvicorn_with_loop_factory_falls_back_where_io_uring_is_refused(server_process,
-                                                                       deny_io_uring):
-    """`--loop uringloop:loop_factory` serves on the stdlib loop, with the
-    fall-back warning, where a seccomp profile refuses io_uring, as run() and
-    the gunicorn workers do (`uringloop:new_event_loop` raises there)."""
+@pytest.mark.parametrize("factory", ["loop_factory", "new_event_loop"])
+def test_uvicorn_serves_on_the_epoll_driver_where_io_uring_is_refused(server_process,
+                                                                     deny_io_uring, factory):
+    """`--loop uringloop:loop_factory` (and `:new_event_loop`) serves on a
+    uringloop Loop, its epoll driver, where a seccomp profile refuses
+    io_uring, as run() and the gunicorn workers do; no warning."""
     pytest.importorskip("uvicorn")
     port = free_port()
     proc = server_process([deny_io_uring, sys.executable, "-m", "uvicorn", "asgi_app:app",
-                           "--loop", "uringloop:loop_factory",
+                           "--loop", f"uringloop:{factory}",
                            "--host", "127.0.0.1", "--port", str(port)])
     served_by = wait_until_serving(proc, f"http://127.0.0.1:{port}/")
-    assert served_by == "asyncio.unix_events._UnixSelectorEventLoop"
+    assert served_by == "uringloop.core.Loop"
     proc.terminate()
     _, err = proc.communicate(timeout=15)
-    assert "io_uring unavailable, using the stdlib asyncio loop" in err, err[-2000:]
+    assert "Warning" not in err, err[-2000:]
 
 
 def test_gunicorn_aiohttp_worker_takes_a_plain_def_factory(server_process):

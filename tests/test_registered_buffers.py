@@ -201,6 +201,7 @@ uringloop.run(main(), strict=True)
 """
 
 
+@requires("ring")
 def test_udp_from_registered_buffers_into_a_dropping_sink_is_zero_copy(udp_sink_namespaces):
     out = subprocess.run(["ip", "netns", "exec", udp_sink_namespaces, sys.executable,
                           "-c", SINK_CHILD, "60000", "200"],
@@ -209,6 +210,7 @@ def test_udp_from_registered_buffers_into_a_dropping_sink_is_zero_copy(udp_sink_
     assert out.stdout.split() == ["200", "200", "0", "True", "True"]
 
 
+@requires("ring")
 def test_memlock_too_small_for_registration_falls_back_with_data_intact():
     """Registration pins the pages against RLIMIT_MEMLOCK too."""
     out = run_with_tiny_memlock("""

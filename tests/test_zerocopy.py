@@ -359,6 +359,7 @@ uringloop.run(main(), strict=True)
 """
 
 
+@requires("ring")
 @pytest.mark.parametrize("mode,size,zerocopy", [
     ("ZC_ALWAYS", 60000, True), ("ZC_ALWAYS", 4000, True),
     ("ZC_AUTO", 60000, True), ("ZC_AUTO", 4000, False)])

@@ -5,21 +5,22 @@
     asyncio.Runner(loop_factory=uringloop.new_event_loop)
     uringloop.install()          # deprecated on Python 3.12+, as uvloop's
 
-When the kernel or a sandbox refuses io_uring, Loop() and new_event_loop()
-raise RingUnavailableError; run(), install() and loop_factory() fall back to
-the stdlib loop with one warning, unless strict (the `strict=True` argument or the
-environment variable URINGLOOP_STRICT=1).
+Where the kernel or a sandbox refuses io_uring (Docker's default seccomp
+profile, kernel.io_uring_disabled, a kernel before 6.1), the loop runs the
+same operations on its epoll driver, with one INFO log line saying why.
+URINGLOOP_DRIVER=ring or =epoll forces a driver; a forced ring that is
+refused raises RingUnavailableError, as strict=True (or URINGLOOP_STRICT=1)
+does.
 """
 import asyncio as _asyncio
 import os as _os
 import sys as _sys
 import warnings as _warnings
-from collections.abc import Callable as _Callable, Coroutine as _Coroutine
-from types import FrameType as _FrameType
+from collections.abc import Coroutine as _Coroutine
 from typing import Any as _Any, TypeVar as _TypeVar
 
 from .core import Loop, RegisteredBuffer, RingUnavailableError, ZeroCopyReceive, features
-from .core import shortcuts
+from .core import shortcuts, ring_refusal as _ring_refusal
 from .core import (SOL_URINGLOOP, SO_ZEROCOPY, ZC_ALWAYS, ZC_AUTO, ZC_MODE,
                    RefillQueue, ZeroCopyPiece, zcrx_offset, zcrx_split,
                    ZC_NEVER, ZC_THRESHOLD, ZeroCopyFuture, ZeroCopyResult, set_zerocopy)
@@ -39,14 +40,15 @@ __all__ = ("run", "new_event_loop", "loop_factory", "install", "EventLoopPolicy"
            "StreamTransport", "DatagramTransport", "AsyncFile", "AsyncTextFile", "shortcuts")
 __version__ = "0.1.0.dev0"
 
-_fallback_warned = False
 _T = _TypeVar("_T")
 
 
 def new_event_loop() -> Loop:
-    """A new uringloop Loop. Raises RingUnavailableError if io_uring cannot
-    be used."""
-    return Loop()
+    """A new uringloop Loop: on the kernel's io_uring, or on the epoll
+    driver where io_uring is refused.  Raises RingUnavailableError only
+    when URINGLOOP_DRIVER=ring or URINGLOOP_STRICT=1 asks for the ring and
+    it is refused."""
+    return _new_loop(_strict(None))
 
 
 def _strict(strict: bool | None) -> bool:
@@ -55,69 +57,39 @@ def _strict(strict: bool | None) -> bool:
     return strict
 
 
-_PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
-_ASYNCIO_DIR = _os.path.dirname(_os.path.abspath(_asyncio.__file__))
-
-
-def _caller_stacklevel() -> int:
-    """The stacklevel for warnings.warn() called here that names the first
-    frame outside uringloop and asyncio: the user's line that called run(),
-    install() or asyncio.Runner, not runners.py."""
-    level = 2
-    frame: _FrameType | None = _sys._getframe(2)
-    while frame is not None:
-        path = _os.path.abspath(frame.f_code.co_filename)
-        if not path.startswith((_PACKAGE_DIR + _os.sep, _ASYNCIO_DIR + _os.sep)):
-            break
-        frame = frame.f_back
-        level += 1
-    return level
-
-
-def _warn_fallback(exc: BaseException) -> None:
-    global _fallback_warned
-    if not _fallback_warned:
-        _fallback_warned = True
-        _warnings.warn(f"uringloop: io_uring unavailable, using the stdlib "
-                       f"asyncio loop instead ({exc})", RuntimeWarning,
-                       stacklevel=_caller_stacklevel())
-
-
-def _loop_factory(strict: bool) -> _Callable[[], _asyncio.AbstractEventLoop]:
-    """A loop factory for asyncio.Runner: a uringloop Loop, or -- when the
-    ring cannot be made (a seccomp profile, io_uring_disabled, an old kernel,
-    no locked memory left even for the smallest ring) and not strict -- the
-    stdlib loop after one warning.  Decided by making the real Loop, not by
-    features()' probe."""
-    def factory() -> _asyncio.AbstractEventLoop:
-        try:
-            return Loop()
-        except RingUnavailableError as exc:
-            if strict:
-                raise
-            _warn_fallback(exc)
-            return _asyncio.new_event_loop()
-    return factory
+def _new_loop(strict: bool) -> Loop:
+    """A new Loop; strict, one on the kernel's io_uring or the error that
+    refused it."""
+    loop = Loop()
+    if strict:
+        refusal = _ring_refusal(loop)
+        if refusal is not None:
+            loop.close()
+            raise refusal
+    return loop
 
 
 def loop_factory() -> _asyncio.AbstractEventLoop:
-    """A new event loop: a uringloop Loop, or -- when io_uring is refused
-    and not strict (URINGLOOP_STRICT=1) -- the stdlib's loop, after one
-    RuntimeWarning, as run() and install() fall back.  For anything that
-    takes a loop factory: asyncio.Runner(loop_factory=uringloop.loop_factory),
-    uvicorn's `--loop uringloop:loop_factory` (uvicorn 0.36 and later).
-    new_event_loop() raises RingUnavailableError instead."""
-    return _loop_factory(_strict(None))()
+    """A new uringloop Loop (URINGLOOP_STRICT=1: only on io_uring itself),
+    for anything that takes a loop factory:
+    asyncio.Runner(loop_factory=uringloop.loop_factory), uvicorn's
+    `--loop uringloop:loop_factory` (uvicorn 0.36 and later)."""
+    return _new_loop(_strict(None))
 
 
 def run(main: _Coroutine[_Any, _Any, _T], *, debug: bool | None = None,
         strict: bool | None = None) -> _T:
     """Run coroutine `main` on a new uringloop and return its result, like
-    asyncio.run().  Falls back to the stdlib loop (one RuntimeWarning) when
-    io_uring is refused; with strict=True (or URINGLOOP_STRICT=1) raises
+    asyncio.run().  Where io_uring is refused the loop runs on its epoll
+    driver; with strict=True (or URINGLOOP_STRICT=1) run() raises
     RingUnavailableError instead."""
-    factory = _loop_factory(_strict(strict))
-    with _asyncio.Runner(debug=debug, loop_factory=factory) as runner:
+    try:
+        loop = _new_loop(_strict(strict))
+    except BaseException:
+        if isinstance(main, _Coroutine):
+            main.close()        # (never awaited: no warning about it)
+        raise
+    with _asyncio.Runner(debug=debug, loop_factory=lambda: loop) as runner:
         return runner.run(main)
 
 
@@ -145,9 +117,8 @@ class EventLoopPolicy(_DefaultPolicy):
 
 
 def install(*, strict: bool | None = None) -> None:
-    """Make uringloop the loop of asyncio's default policy.  When io_uring
-    is refused, leaves the stdlib policy in place with one RuntimeWarning
-    (or, strict, raises RingUnavailableError).
+    """Make uringloop the loop of asyncio's default policy (strict: only
+    where io_uring itself is allowed, else RingUnavailableError).
 
     Deprecated on Python 3.12+ (DeprecationWarning), as uvloop.install() is:
     asyncio.run() and asyncio.Runner take a loop_factory there, and the
@@ -157,14 +128,7 @@ def install(*, strict: bool | None = None) -> None:
         _warnings.warn("uringloop.install() is deprecated on Python 3.12+: use "
                        "uringloop.run(main()) or asyncio.Runner(loop_factory="
                        "uringloop.new_event_loop)", DeprecationWarning, stacklevel=2)
-    strict = _strict(strict)
-    try:
-        Loop().close()          # the real ring, as the policy's loops get it
-    except RingUnavailableError as exc:
-        if strict:
-            raise
-        _warn_fallback(exc)
-        return
+    _new_loop(_strict(strict)).close()      # a setting that cannot work fails here
     with _warnings.catch_warnings():
         # asyncio's own warning for set_event_loop_policy on 3.14 would
         # point here; ours above already said it

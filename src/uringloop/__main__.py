@@ -4,11 +4,13 @@
     python -m uringloop --json     # the same facts, for scripts
 
 The answer comes from making a real Loop in this process, as uringloop.run()
-does; the rest of the report says why it worked or not: the kernel, the
-sysctl kernel.io_uring_disabled, a seccomp filter, RLIMIT_MEMLOCK, the
+does: on the kernel's io_uring, or on the epoll driver where io_uring is
+refused.  The rest of the report says why: the kernel, the sysctl
+kernel.io_uring_disabled, a seccomp filter, RLIMIT_MEMLOCK, the
 capabilities that zero-copy receive and locked memory depend on, and what
-the kernel's io_uring accepted.  Exit status 0 when a Loop can be made, 1
-when not (uringloop.run() then falls back to the stdlib loop).
+the kernel's io_uring accepted.  Exit status 0 when a Loop can be made
+(on either driver), 1 when not (a bad setting, or URINGLOOP_DRIVER=ring or
+URINGLOOP_STRICT=1 where io_uring is refused).
 """
 import argparse
 import errno
@@ -75,21 +77,25 @@ def gather():
         },
     }
     facts["settings_error"] = None
+    facts["driver"] = facts["driver_reason"] = None
+    facts["error"] = facts["errno"] = None
+    facts["usable"] = False
     try:
-        uringloop.Loop().close()
+        loop = uringloop.loop_factory()
     except uringloop.RingUnavailableError as exc:
-        facts["usable"] = False
         facts["error"] = str(exc)
         facts["errno"] = exc.errno
     except ValueError as exc:
         # a URINGLOOP_* variable that cannot be read: run() raises this too
-        facts["usable"] = False
         facts["error"] = facts["settings_error"] = str(exc)
-        facts["errno"] = None
     else:
-        facts["usable"] = True
-        facts["error"] = None
-        facts["errno"] = None
+        stats = loop.stats()
+        refusal = uringloop.core.ring_refusal(loop)
+        loop.close()
+        facts["driver"], facts["driver_reason"] = stats["driver"], stats["driver_reason"]
+        facts["usable"] = refusal is None
+        if refusal is not None:
+            facts["error"], facts["errno"] = str(refusal), refusal.errno
     try:
         probe = uringloop.features()
     except ValueError:
@@ -102,13 +108,13 @@ def gather():
     facts["zerocopy_receive"] = bool(probe["opcodes"].get("RECV_ZC"))
     facts["shortcuts"] = uringloop.shortcuts()
     facts["causes"] = causes(facts)
-    if facts["usable"]:
-        facts["verdict"] = "io_uring"
-    elif facts["settings_error"] or uringloop._strict(None):
-        # (a bad setting: run() raises ValueError; URINGLOOP_STRICT, as run() reads it)
+    if facts["driver"] == "epoll" and facts["usable"]:
+        # forced: whether the kernel would allow the ring is the probe's word
+        facts["usable"] = probe.get("error") is None
+    if facts["driver"] is None:
         facts["verdict"] = "error"
     else:
-        facts["verdict"] = "stdlib fallback"
+        facts["verdict"] = "io_uring" if facts["driver"] == "ring" else "epoll driver"
     return facts
 
 
@@ -119,7 +125,7 @@ def causes(facts):
     if facts["settings_error"]:
         return [f"{facts['settings_error']}: fix or unset it (run(), Loop() and "
                 "new_event_loop() raise ValueError while it is set)"]
-    if not facts["usable"]:
+    if not facts["usable"] and facts["errno"] is not None:
         err = facts["errno"]
         disabled = facts["io_uring_disabled"]
         caps = facts["capabilities"]
@@ -185,16 +191,21 @@ def report(facts):
     lines = [f"uringloop {facts['uringloop']} on Python {facts['python']}, "
              f"Linux {facts['kernel']}", ""]
     if facts["usable"]:
-        lines.append("io_uring: usable -- uringloop.run() runs on io_uring")
-    else:
+        lines.append("io_uring: usable")
+    elif facts["error"] and not facts["settings_error"]:
         lines.append(f"io_uring: NOT usable -- {facts['error']}")
-        if facts["settings_error"]:
-            lines.append("  uringloop.run() raises ValueError until the setting is fixed")
-        elif facts["verdict"] == "error":
-            lines.append("  URINGLOOP_STRICT is set: uringloop.run() raises RingUnavailableError")
-        else:
-            lines.append("  uringloop.run() and install() fall back to the stdlib loop "
-                         "(one RuntimeWarning; URINGLOOP_STRICT=1 makes it an error)")
+    if facts["driver"] == "ring":
+        lines.append("driver: ring -- uringloop.run() runs on io_uring")
+    elif facts["driver"] == "epoll":
+        lines.append(f"driver: epoll ({facts['driver_reason']}) -- uringloop.run() runs "
+                     "the same operations on epoll; URINGLOOP_DRIVER=ring or "
+                     "URINGLOOP_STRICT=1 makes a refusal an error")
+    elif facts["settings_error"]:
+        lines.append(f"driver: none -- {facts['settings_error']}: uringloop.run() raises "
+                     "ValueError until the setting is fixed")
+    else:
+        lines.append("driver: none -- URINGLOOP_DRIVER=ring or URINGLOOP_STRICT=1 is set: "
+                     "uringloop.run() raises RingUnavailableError")
     disabled = facts["io_uring_disabled"]
     lines += [
         "",
@@ -250,7 +261,7 @@ def main(argv=None):
         print(json.dumps(facts, indent=2))
     else:
         print(report(facts))
-    return 0 if facts["usable"] else 1
+    return 0 if facts["driver"] else 1
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ cdef class Ring:
     cdef void *owner                 # (borrowed: the owner holds the ring)
     cdef readonly str driver         # 'ring' (the kernel's io_uring) or 'epoll'
     cdef readonly str driver_reason  # why the epoll driver ('' for the ring)
+    cdef readonly object refusal     # the RingUnavailableError that led to it, or None
 
     cdef int setup(self, unsigned sq, unsigned cq, unsigned flags, bint shrink) except? -1
     cdef int setup_epoll(self, unsigned sq, unsigned cq, str reason) except -1

@@ -269,11 +269,13 @@ cdef double CLOSE_DRAIN_SECONDS = 5.0
 class RingUnavailableError(OSError):
     """io_uring cannot be used in this process.
 
-    Raised by Loop() and new_event_loop() when io_uring_setup fails: EPERM
+    Raised by Loop() and new_event_loop() when URINGLOOP_DRIVER=ring
+    forces the kernel's io_uring and io_uring_setup fails (and by run()
+    and loop_factory() with strict=True or URINGLOOP_STRICT=1): EPERM
     when a seccomp profile (Docker's default) or the sysctl
     kernel.io_uring_disabled forbids it, ENOSYS or EINVAL when the kernel is
-    older than uringloop needs (Linux 6.1).  uringloop.run() and install()
-    fall back to the stdlib loop instead, with one warning.
+    older than uringloop needs (Linux 6.1).  Otherwise the loop runs on
+    its epoll driver instead.
     """
 
 
@@ -1264,10 +1266,12 @@ include "shortcuts/loop_methods.pyx"
 
 
 class Loop(RingLoop, base_events.BaseEventLoop):
-    """An asyncio event loop whose I/O goes through io_uring.
+    """An asyncio event loop whose I/O goes through io_uring, or through
+    the same operations on an epoll driver where io_uring is refused
+    (loop.stats()['driver'] says which, 'driver_reason' why).
 
-    Raises RingUnavailableError when io_uring cannot be set up (see its
-    documentation); uringloop.run() and install() fall back instead.
+    Raises RingUnavailableError when URINGLOOP_DRIVER=ring forces the ring
+    and the kernel refuses it.
     """
 
     def __init__(self):

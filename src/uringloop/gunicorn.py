@@ -46,8 +46,8 @@ def _web_worker() -> type:
         def init_process(self) -> None:
             # aiohttp's init_process() closes the loop the policy gives and
             # makes one with the policy; this one makes its loop with
-            # uringloop.loop_factory() (the stdlib loop where io_uring is
-            # refused) and sets it, without asyncio's policy functions,
+            # uringloop.loop_factory() (on the epoll driver where io_uring
+            # is refused) and sets it, without asyncio's policy functions,
             # which warn on Python 3.12+, then goes on as gunicorn's does.
             self.loop = uringloop.loop_factory()
             asyncio.set_event_loop(self.loop)

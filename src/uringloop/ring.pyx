@@ -246,10 +246,17 @@ cdef int open_loop_ring(Ring ring, unsigned sq, unsigned cq, unsigned flags,
     refusal = setup_error(ret)
     if wanted == 'ring':
         raise refusal
-    ring.setup_epoll(sq, cq, refusal.strerror)
+    reason = f"io_uring_setup refused: {_errno.errorcode.get(-ret, -ret)}"
+    ring.setup_epoll(sq, cq, reason)
+    ring.refusal = refusal
     if not _epoll_logged:
         _epoll_logged = True
         logging.getLogger('uringloop').info(
-            'uringloop: io_uring is refused here (%s); the loop runs on its epoll driver',
-            refusal.strerror)
+            'uringloop: the loop runs on its epoll driver: %s', refusal.strerror)
     return 0
+
+
+def ring_refusal(RingLoop loop):
+    """The RingUnavailableError that put `loop` on the epoll driver (the
+    kernel refused io_uring), or None: for run(strict=True)."""
+    return loop.ring.refusal

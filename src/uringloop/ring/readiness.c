@@ -1271,7 +1271,7 @@ int ul_ready_init(ul_ring *r, unsigned entries, unsigned cq_entries)
         return -err;
     }
     r->sq_entries = pow2_at_least(entries ? entries : 1);
-    r->cq_entries = pow2_at_least(cq_entries > r->sq_entries ? cq_entries : r->sq_entries * 2);
+    r->cq_entries = pow2_at_least(cq_entries > r->sq_entries ? cq_entries : r->sq_entries);
     r->sq_mask = r->sq_entries - 1;
     r->cq_mask = r->cq_entries - 1;
     r->sqes = calloc(r->sq_entries, sizeof(struct io_uring_sqe));

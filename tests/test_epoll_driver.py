@@ -1,0 +1,130 @@
+"""Where io_uring is refused -- a real seccomp filter, as Docker's default
+profile, on a child process -- the loop runs on its epoll driver: every
+way of making a loop gives a uringloop Loop, with one INFO log line and no
+warning.  A forced ring (URINGLOOP_DRIVER=ring, strict) raises instead."""
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import io_uring_disabled
+
+
+def run_child(prefix, code, env=None):
+    full_env = dict(os.environ)
+    for name in ("URINGLOOP_STRICT", "URINGLOOP_DRIVER"):
+        full_env.pop(name, None)
+    full_env.update(env or {})
+    return subprocess.run(prefix + [sys.executable, "-W", "always", "-c",
+                                    textwrap.dedent(code)],
+                          capture_output=True, text=True, env=full_env, timeout=60)
+
+
+CHECK_REFUSED = """
+    import asyncio, logging, sys, warnings, uringloop
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(name)s %(levelname)s %(message)s")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        reader, writer = await asyncio.open_connection(*server_address)
+        writer.write(b"ping")
+        answer = await reader.read(4)
+        writer.close()
+        await writer.wait_closed()
+        return type(loop).__name__, loop.stats()["driver"], answer
+
+    async def serve():
+        async def echo(reader, writer):
+            writer.write(await reader.read(4))
+            await writer.drain()
+            writer.close()
+        return await asyncio.start_server(echo, "127.0.0.1", 0)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loop = uringloop.new_event_loop()
+        stats = loop.stats()
+        server = loop.run_until_complete(serve())
+        server_address = server.sockets[0].getsockname()
+        import threading
+        threading.Thread(target=loop.run_forever, daemon=True).start()
+        results = [uringloop.run(main())]
+        with asyncio.Runner(loop_factory=uringloop.loop_factory) as runner:
+            results.append(runner.run(main()))
+        with asyncio.Runner(loop_factory=uringloop.new_event_loop) as runner:
+            results.append(runner.run(main()))
+        loop.call_soon_threadsafe(loop.stop)
+    print("driver:", stats["driver"], stats["driver_reason"])
+    assert stats["driver"] == "epoll" and "EPERM" in stats["driver_reason"], stats
+    assert results == [("Loop", "epoll", b"ping")] * 3, results
+    runtime = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert runtime == [], runtime
+    info = uringloop.features()
+    assert info["available"] is False and "io_uring_setup failed" in info["error"]
+    print("OK")
+"""
+
+
+def test_seccomp_refusal_runs_every_loop_on_the_epoll_driver(deny_io_uring):
+    r = run_child([deny_io_uring], CHECK_REFUSED)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout
+    said = [line for line in r.stderr.splitlines() if line.startswith("uringloop INFO")]
+    assert len(said) == 1, r.stderr               # once per process, naming the cause
+    assert "epoll driver" in said[0] and "seccomp" in said[0]
+
+
+CHECK_FORCED_RING = """
+    import asyncio, errno, warnings, uringloop
+    async def main():
+        pass
+    try:
+        uringloop.new_event_loop()
+    except uringloop.RingUnavailableError as exc:
+        assert exc.errno == errno.EPERM, exc
+    else:
+        raise SystemExit("new_event_loop() did not raise")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for call in (lambda: uringloop.run(main()), uringloop.loop_factory):
+            try:
+                call()
+            except uringloop.RingUnavailableError as exc:
+                print("raised:", exc.errno)
+            else:
+                raise SystemExit("a forced ring that is refused did not raise")
+    # (no 'coroutine was never awaited' for the main run() could not start)
+    assert not caught, [str(w.message) for w in caught]
+    print("OK")
+"""
+
+
+def test_a_forced_ring_that_is_refused_raises(deny_io_uring):
+    for env in ({"URINGLOOP_DRIVER": "ring"}, {"URINGLOOP_STRICT": "1"}):
+        r = run_child([deny_io_uring], CHECK_FORCED_RING, env=env)
+        assert r.returncode == 0, (env, r.stdout + r.stderr)
+        assert r.stdout.count("raised: 1") == 2, r.stdout
+
+
+CHECK_FORCED_EPOLL = """
+    import asyncio, uringloop
+    async def main():
+        return asyncio.get_running_loop().stats()["driver"]
+    print(uringloop.run(main()), uringloop.run(main(), strict=True))
+"""
+
+
+def test_the_epoll_driver_can_be_asked_for_and_a_bad_setting_is_an_error():
+    r = run_child([], CHECK_FORCED_EPOLL, env={"URINGLOOP_DRIVER": "epoll"})
+    assert r.returncode == 0 and r.stdout.split() == ["epoll", "epoll"], r.stdout + r.stderr
+    assert "INFO" not in r.stderr       # asked for: nothing to explain
+    r = run_child([], CHECK_FORCED_EPOLL, env={"URINGLOOP_DRIVER": "kqueue"})
+    assert r.returncode != 0 and "URINGLOOP_DRIVER must be" in r.stderr
+
+
+def test_io_uring_disabled_sysctl():
+    with io_uring_disabled("2"):
+        r = run_child([], CHECK_REFUSED)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout
