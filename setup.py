@@ -155,7 +155,11 @@ class BuildExt(build_ext):
                             ignore=shutil.ignore_patterns("*.so", "*.c", "*.pyx", "*.pxd",
                                                           "*.h", "__pycache__"))
             shutil.copy(built, package)
-            env = dict(os.environ, PYTHONPATH=tmp, PYTHONNOUSERSITE="1")
+            # (the kernel's ring, which the release wheels are trained for:
+            # where it is refused the training says so, as it did before
+            # the epoll driver, rather than train that driver)
+            env = dict(os.environ, PYTHONPATH=tmp, PYTHONNOUSERSITE="1",
+                       URINGLOOP_DRIVER="ring")
             try:
                 out = subprocess.run(
                     [sys.executable, os.path.join(HERE, "tools", "pgo_training.py"), "--expect", package],

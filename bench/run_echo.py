@@ -12,6 +12,8 @@ kernel's TCP work, and the loop's own cost shows in user time.
     python3 bench/run_echo.py --styles protocol --sizes 1024,102400 --conns 10,1000
     python3 bench/run_echo.py --malloc shipped   # each loop's own malloc settings
     python3 bench/run_echo.py --split perf       # user/system split from perf samples
+    python3 bench/run_echo.py --refuse-io-uring  # every server under a seccomp filter
+                                                 # refusing io_uring: uringloop's epoll driver
 
 The user/system split of /proc's process times is sampled: the kernel
 (CONFIG_TICK_CPU_ACCOUNTING) charges each 250 Hz tick to one or the other,
@@ -74,6 +76,21 @@ def save_results(kind, args, runs, median, table):
     with open(os.path.join(RESULTS, f"{kind}-{stamp}.md"), "w") as f:
         f.write(table + "\n")
     print(table)
+
+
+# --refuse-io-uring: each server runs under tests/helpers/deny_io_uring
+# (a seccomp filter refusing io_uring_setup, as Docker's default profile
+# does), every loop alike: uringloop then runs on its epoll driver.
+SERVER_PREFIX = []
+
+
+def refuse_io_uring():
+    exe = os.path.join(RESULTS, "deny_io_uring")
+    src = os.path.join(HERE, "..", "tests", "helpers", "deny_io_uring.c")
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        os.makedirs(RESULTS, exist_ok=True)
+        subprocess.run(["cc", "-O2", "-o", exe, src], check=True)
+    SERVER_PREFIX[:] = [exe]
 
 
 def build_client():
@@ -148,8 +165,8 @@ def measure_cell(server_args, client_cmd, size, seconds, conns, env=SERVER_ENV, 
     echo_client, or bench/tls_client.py: the same arguments, output and
     "window" line) on CPU 1; the cell's rates and CPU per request."""
     server = subprocess.Popen(
-        ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "echo_server.py"),
-         *server_args],
+        ["taskset", "-c", "0", *SERVER_PREFIX, sys.executable,
+         os.path.join(HERE, "echo_server.py"), *server_args],
         stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = server.stdout.readline()
@@ -212,6 +229,8 @@ def main():
                         help="user/system split from /proc's ticks (default) or "
                              "from perf samples (see above: perf slows the servers, "
                              "unequally; needs perf)")
+    parser.add_argument("--refuse-io-uring", action="store_true",
+                        help="run every server under a seccomp filter refusing io_uring")
     parser.add_argument("--render", metavar="JSON", help="print the table of a saved run")
     args = parser.parse_args()
     if args.render:
@@ -221,6 +240,8 @@ def main():
         return
     if args.quick:
         args.rounds, args.seconds = 1, 2.0
+    if args.refuse_io_uring:
+        refuse_io_uring()
     loops = args.loops.split(",")
     client = build_client()
     runs = {}

@@ -5,6 +5,7 @@ apps: aiohttp, and a raw asyncio.Protocol with the httptools parser.
 Needs wrk (Debian package).  Results to bench/results/http-<date>.json/.md.
 
     python3 bench/run_http.py [--rounds 3] [--seconds 5] [--apps aiohttp,raw]
+    python3 bench/run_http.py --refuse-io-uring    # servers under a seccomp filter
 """
 import argparse
 import json
@@ -15,6 +16,7 @@ import statistics
 import subprocess
 import sys
 
+import run_echo
 from run_echo import HERE, SERVER_ENV, cpu_seconds, paired_ratio, save_results, wait_idle
 
 LOOPS = ["uringloop", "uvloop", "rloop", "asyncio"]
@@ -25,7 +27,8 @@ APPS = ["aiohttp", "raw"]
 
 def one_cell(app, loop, seconds, conns):
     server = subprocess.Popen(
-        ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "http_server.py"),
+        ["taskset", "-c", "0", *run_echo.SERVER_PREFIX, sys.executable,
+         os.path.join(HERE, "http_server.py"),
          "--loop", loop, "--app", app], stdout=subprocess.PIPE, text=True, env=SERVER_ENV)
     try:
         port = int(server.stdout.readline().split()[1])
@@ -79,6 +82,8 @@ def main():
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--loops", default=",".join(LOOPS))
     parser.add_argument("--apps", default=",".join(APPS))
+    parser.add_argument("--refuse-io-uring", action="store_true",
+                        help="run every server under a seccomp filter refusing io_uring")
     parser.add_argument("--render", metavar="JSON", help="print the table of a saved run")
     args = parser.parse_args()
     if args.render:
@@ -86,6 +91,8 @@ def main():
             saved = json.load(f)
         print(render(saved["runs"], saved["median"]))
         return
+    if args.refuse_io_uring:
+        run_echo.refuse_io_uring()
     if shutil.which("wrk") is None:
         sys.exit("wrk not found: apt-get install wrk")
     runs = {}

@@ -77,6 +77,7 @@ def test_sysctl_refusal_names_the_sysctl():
     assert facts["io_uring_disabled"] == 2 and facts["driver"] == "epoll"
 
 
+@requires("ring")
 def test_tight_memlock_is_reported():
     # a loop still works in 64 KiB (a smaller ring); the report says so.
     # Root has CAP_IPC_LOCK, which lifts the limit: the child drops it.

@@ -16,7 +16,7 @@ import weakref
 import pytest
 
 import uringloop
-from conftest import turns, until_closed
+from conftest import requires, turns, until_closed
 
 
 def test_loop_is_an_asyncio_loop(uloop):
@@ -378,6 +378,7 @@ def test_install_and_policy_carry_uvloops_deprecation_story(monkeypatch):
     assert out.returncode == 0, out.stderr
 
 
+@requires("ring")
 def test_features_reports_the_probe():
     info = uringloop.features()
     assert info["available"] is True

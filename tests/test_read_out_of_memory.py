@@ -214,7 +214,7 @@ CHILD = textwrap.dedent(r'''
             await many(loop)
 
     if LOOP == "uringloop":
-        uringloop.run(main(), strict=True)
+        uringloop.run(main())
     else:
         asyncio.run(main())
 ''')

@@ -53,7 +53,7 @@ def report():
 
 
 def run(coro, timeout=60):
-    return uringloop.run(asyncio.wait_for(coro, timeout), strict=True)
+    return uringloop.run(asyncio.wait_for(coro, timeout))
 
 
 def set_mode(transport, zc):
@@ -614,7 +614,7 @@ async def main():
     w.close()
     server.close()
     print('OK', len(clients), len(errors))
-uringloop.run(main(), strict=True)
+uringloop.run(main())
 """
 
 

@@ -320,6 +320,7 @@ def test_loop_wide_default_from_the_environment():
     assert out.stdout.split() == ["never", "65536"], out.stderr
 
 
+@requires("ring")
 def test_memlock_too_small_for_pinning_falls_back_with_data_intact():
     """Non-fixed SEND_ZC pins the pages against RLIMIT_MEMLOCK."""
     out = run_with_tiny_memlock("""
