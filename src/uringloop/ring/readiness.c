@@ -11,7 +11,12 @@
  * receive, read less than it asked: the socket was emptied), and anything
  * that comes later is reported.  A multishot receive that stops at its
  * share of one round while data remains goes on the ready list and is
- * tried again in the next enter without a report.
+ * tried again in the next enter without a report.  One that finds the
+ * provided-buffer ring empty waits, off the ready list, for the next enter
+ * (the loop gives buffers back between enters), where the kernel would end
+ * it with -ENOBUFS for the loop to arm again: with many connections and
+ * few buffers that was a new request, its first try and its registration
+ * per message.
  *
  * What cannot wait on readiness goes to the driver's threads (a request
  * queue, a done queue and an eventfd that wakes epoll): a READ or WRITE of
@@ -63,10 +68,12 @@ struct ul_rop {
     ul_rop *hnext;              /* its hash bucket (by user_data) */
     ul_rop *link;               /* the next link of its chain, not yet issued */
     ul_rop *rnext;              /* the ready list, the issue queue, the threads' queues */
+    ul_rop *snext;              /* the receives waiting for buffers */
     int64_t deadline;           /* TIMEOUT */
     unsigned want;              /* EPOLLIN / EPOLLOUT */
     unsigned char where;
     unsigned char on_ready;
+    unsigned char starved;
     unsigned char mode;
     unsigned char link_cancelled;
     int res;                    /* the result a thread got */
@@ -113,6 +120,7 @@ struct ul_ready {
     unsigned nbuckets, count;
     ul_rop *timers;
     ul_rop *ready_head, *ready_tail;
+    ul_rop *starved;            /* multishot receives waiting for buffers */
     ul_rop *issue_head, *issue_tail;
     ul_group *groups;
     unsigned ngroups;
@@ -302,10 +310,22 @@ static void make_ready(ul_ready *d, ul_rop *op)
 }
 
 /* Take op out of the place it waits in (not the threads'). */
+static void unstarve(ul_ready *d, ul_rop *op)
+{
+    ul_rop **p = &d->starved;
+    while (*p && *p != op)
+        p = &(*p)->snext;
+    if (*p)
+        *p = op->snext;
+    op->starved = 0;
+}
+
 static void detach(ul_ready *d, ul_rop *op)
 {
     if (op->on_ready)
         ready_remove(d, op);
+    if (op->starved)
+        unstarve(d, op);
     if (op->where == W_FD) {
         ul_fdent *e = &d->fds[op->sqe.fd];
         if (op->prev)
@@ -412,6 +432,27 @@ static int would_block(ul_ready *d, ul_rop *op, unsigned want, int dontwait)
     return WAIT;
 }
 
+/* A multishot receive found no buffer: wait for the next enter (and for
+ * readiness, as before); a single-shot one ends with -ENOBUFS. */
+static int no_buffer(ul_ready *d, ul_rop *op, int multi)
+{
+    int ret;
+    if (!multi) {
+        finish(d, op, -ENOBUFS, 0);
+        return DONE;
+    }
+    if ((ret = wait_on_fd(d, op, EPOLLIN)) < 0) {
+        finish(d, op, ret, 0);
+        return DONE;
+    }
+    if (!op->starved) {
+        op->starved = 1;
+        op->snext = d->starved;
+        d->starved = op;
+    }
+    return WAIT;
+}
+
 static void stream_or_not(ul_ready *d, ul_rop *op)
 {
     int type = 0;
@@ -431,8 +472,6 @@ static int do_recv(ul_ready *d, ul_rop *op, unsigned events)
     int multi = (sqe->ioprio & IORING_RECV_MULTISHOT) != 0;
     int select = (sqe->flags & IOSQE_BUFFER_SELECT) != 0;
     int i;
-    if (multi)
-        stream_or_not(d, op);
     for (i = 0; i < ROUND_SHARE; i++) {
         void *buf = (void *)(uintptr_t)sqe->addr;
         size_t len = sqe->len;
@@ -442,10 +481,8 @@ static int do_recv(ul_ready *d, ul_rop *op, unsigned events)
         ssize_t n;
         if (select) {
             g = group_of(d, sqe->buf_group);
-            if (!(b = next_buffer(g))) {
-                finish(d, op, -ENOBUFS, 0);
-                return DONE;
-            }
+            if (!(b = next_buffer(g)))
+                return no_buffer(d, op, multi);
             buf = (void *)(uintptr_t)b->addr;
             len = (sqe->len && sqe->len < b->len) ? sqe->len : b->len;
         }
@@ -471,9 +508,11 @@ static int do_recv(ul_ready *d, ul_rop *op, unsigned events)
         /* A short read of a stream emptied it; what comes later is a new
          * report.  Not so for a first try, whose report may have gone
          * by, nor after a report of the peer's end (a read stops at it). */
-        if ((op->mode & M_STREAM) && (size_t)n < len && events
-                && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
-            return would_block(d, op, EPOLLIN, 0);
+        if ((size_t)n < len && events && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+            stream_or_not(d, op);
+            if (op->mode & M_STREAM)
+                return would_block(d, op, EPOLLIN, 0);
+        }
     }
     return AGAIN;
 }
@@ -505,10 +544,8 @@ static int do_recvmsg(ul_ready *d, ul_rop *op)
         unsigned char *buf;
         size_t head = sizeof(*out) + tmpl->msg_namelen + tmpl->msg_controllen;
         ssize_t n;
-        if (!b) {
-            finish(d, op, -ENOBUFS, 0);
-            return DONE;
-        }
+        if (!b)
+            return no_buffer(d, op, multi);
         if (b->len < head) {
             finish(d, op, -EFAULT, 0);
             return DONE;
@@ -1183,6 +1220,12 @@ int ul_ready_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns, int submit_
     int i, n, polled = 0;
 
     flush_overflow(r);
+    while (d->starved) {        /* the loop may have given buffers back */
+        ul_rop *op = d->starved;
+        d->starved = op->snext;
+        op->starved = 0;
+        make_ready(d, op);
+    }
     taken = take_sqes(r);
     r->sqes_submitted += taken;
     if (submit_only)
