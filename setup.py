@@ -17,6 +17,10 @@ compiled again with the counts that left (the release builds do this:
 docs/releasing.md; why: docs/design.md, "The build").  Where the training
 cannot run (no io_uring: a container's seccomp profile, an old kernel) or
 the compiler is not GCC, the build says so and goes on without a profile.
+Where there is no io_uring to build for (not Linux: a developer's Mac) or
+`URINGLOOP_BUILD_EXTENSION=0` asks for it, the package installs without
+the extension: pure Python, whose run() and new_event_loop() give asyncio's
+own loop (`uringloop.NATIVE` is False).
 """
 import glob
 import os
@@ -181,11 +185,17 @@ class BuildExt(build_ext):
         return counts
 
 
+native = (sys.platform.startswith("linux")
+          and os.environ.get("URINGLOOP_BUILD_EXTENSION", "1") != "0")
+if not native:
+    say("building without the extension (not Linux, or URINGLOOP_BUILD_EXTENSION=0): "
+        "uringloop.run() and new_event_loop() will give asyncio's loop")
+
 setup(
     cmdclass={"build_ext": BuildExt},
     ext_modules=cythonize(
         [extension],
         compiler_directives={"language_level": "3", "embedsignature": True},
         compile_time_env={"DEBUG": debug},
-    ),
+    ) if native else [],
 )

@@ -86,3 +86,63 @@ def test_the_sdist_builds_a_wheel_that_is_repaired_checked_and_runs_in_a_fresh_v
     name, echoed, where = out.stdout.split()
     assert (name, echoed) == ("Loop", "b'wheel'")
     assert where.startswith(str(tmp_path / "venv"))     # the wheel, not the checkout
+
+
+PURE_CHECK = """
+import asyncio, os, sys, tempfile, warnings
+import uringloop
+assert uringloop.__file__.startswith(sys.prefix), uringloop.__file__
+assert uringloop.NATIVE is False
+
+async def main():
+    loop = asyncio.get_running_loop()
+    path = os.path.join(tempfile.mkdtemp(), "f")
+    async with uringloop.open(path, "w") as f:
+        await f.write("hello\\n")
+    async with uringloop.open(path) as f:
+        text = await f.read()
+    return isinstance(loop, asyncio.SelectorEventLoop), loop.stats()["driver"], text
+
+with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    print(uringloop.run(main()))
+try:
+    uringloop.ZeroCopyResult
+except AttributeError as exc:
+    print("native only:", "native extension" in str(exc))
+try:
+    uringloop.run(main(), strict=True)
+except uringloop.RingUnavailableError:
+    print("strict raises")
+"""
+
+
+@pytest.mark.timeout(600)
+def test_an_install_without_the_extension_runs_on_asyncios_loop(tmp_path):
+    """Where there is no io_uring to build for (not Linux: a developer's Mac)
+    the package installs as pure Python, as URINGLOOP_BUILD_EXTENSION=0
+    makes it here: run() gives asyncio's own loop, uringloop.open() runs in
+    threads, uringloop.NATIVE is False and what only the native loop has
+    says so."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    env = dict(os.environ, URINGLOOP_BUILD_EXTENSION="0")
+    env.pop("PYTHONPATH", None)
+    build = subprocess.run([python, "-m", "pip", "install", "-q", ROOT], env=env,
+                           capture_output=True, text=True, timeout=500)
+    if build.returncode != 0 and "No matching distribution" in build.stderr:
+        pytest.skip("the package index is out of reach for the build's requirements")
+    assert build.returncode == 0, build.stderr[-3000:]
+    site = subprocess.run([python, "-c", "import uringloop, os; "
+                           "print(sorted(os.listdir(os.path.dirname(uringloop.__file__))))"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert ".so" not in site.stdout, site.stdout
+    out = subprocess.run([python, "-c", PURE_CHECK], capture_output=True, text=True,
+                         cwd=tmp_path, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == ["(True, 'asyncio', 'hello\\n')", "native only: True",
+                                       "strict raises"], out.stdout
+    report = subprocess.run([python, "-m", "uringloop"], capture_output=True, text=True,
+                            cwd=tmp_path, env=env, timeout=60)
+    assert report.returncode == 0 and "driver: asyncio" in report.stdout, report.stdout

@@ -13,31 +13,63 @@ refused raises RingUnavailableError, as strict=True (or URINGLOOP_STRICT=1)
 does.
 """
 import asyncio as _asyncio
+import importlib as _importlib
 import os as _os
 import sys as _sys
 import warnings as _warnings
 from collections.abc import Coroutine as _Coroutine
-from typing import Any as _Any, TypeVar as _TypeVar
+from typing import TYPE_CHECKING as _TYPE_CHECKING, Any as _Any, TypeVar as _TypeVar
 
-from .core import Loop, RegisteredBuffer, RingUnavailableError, ZeroCopyReceive, features
-from .core import shortcuts, ring_refusal as _ring_refusal
-from .core import (SOL_URINGLOOP, SO_ZEROCOPY, ZC_ALWAYS, ZC_AUTO, ZC_MODE,
-                   RefillQueue, ZeroCopyPiece, zcrx_offset, zcrx_split,
-                   ZC_NEVER, ZC_THRESHOLD, ZeroCopyFuture, ZeroCopyResult, set_zerocopy)
-# The classes uringloop's transports report (isinstance() holds), typed
-# with the zero-copy methods they add (see core.pyi).
-from .core import AsyncioStreamTransport as StreamTransport
-from .core import AsyncioDatagramTransport as DatagramTransport
+try:
+    _core = _importlib.import_module(".core", __name__)
+except ModuleNotFoundError as _exc:
+    if _exc.name != __name__ + ".core":
+        raise                   # (a broken build is an error, not a missing one)
+    _core = None
+# False where uringloop was installed without its extension (not Linux, or
+# URINGLOOP_BUILD_EXTENSION=0): the functions below then give asyncio's own
+# loop, and what only the native loop has (zero-copy, registered buffers,
+# zcrx) is not there (_pure.py).
+NATIVE = _core is not None
+
+if _TYPE_CHECKING or NATIVE:
+    from .core import Loop, RegisteredBuffer, RingUnavailableError, ZeroCopyReceive, features
+    from .core import shortcuts, ring_refusal as _ring_refusal
+    from .core import (SOL_URINGLOOP, SO_ZEROCOPY, ZC_ALWAYS, ZC_AUTO, ZC_MODE,
+                       RefillQueue, ZeroCopyPiece, zcrx_offset, zcrx_split,
+                       ZC_NEVER, ZC_THRESHOLD, ZeroCopyFuture, ZeroCopyResult, set_zerocopy)
+    # The classes uringloop's transports report (isinstance() holds), typed
+    # with the zero-copy methods they add (see core.pyi).
+    from .core import AsyncioStreamTransport as StreamTransport
+    from .core import AsyncioDatagramTransport as DatagramTransport
+else:
+    from ._pure import Loop, RingUnavailableError, features, shortcuts
+    from ._pure import ring_refusal as _ring_refusal
 # Files on the ring (files.py); open and stat stay out of __all__ so that
 # `from uringloop import *` does not hide the builtin open().
 from .files import open as open, stat as stat, AsyncFile, AsyncTextFile
 
+_NATIVE_ONLY = ("SOL_URINGLOOP", "SO_ZEROCOPY",
+                "ZC_MODE", "ZC_THRESHOLD", "ZC_AUTO", "ZC_ALWAYS", "ZC_NEVER",
+                "ZeroCopyResult", "ZeroCopyFuture", "set_zerocopy", "RegisteredBuffer",
+                "ZeroCopyReceive", "ZeroCopyPiece", "RefillQueue", "zcrx_offset", "zcrx_split",
+                "StreamTransport", "DatagramTransport")
 __all__ = ("run", "new_event_loop", "loop_factory", "install", "EventLoopPolicy", "Loop",
            "RingUnavailableError", "features", "SOL_URINGLOOP", "SO_ZEROCOPY",
            "ZC_MODE", "ZC_THRESHOLD", "ZC_AUTO", "ZC_ALWAYS", "ZC_NEVER",
            "ZeroCopyResult", "ZeroCopyFuture", "set_zerocopy", "RegisteredBuffer", "ZeroCopyReceive",
            "ZeroCopyPiece", "RefillQueue", "zcrx_offset", "zcrx_split",
-           "StreamTransport", "DatagramTransport", "AsyncFile", "AsyncTextFile", "shortcuts")
+           "StreamTransport", "DatagramTransport", "AsyncFile", "AsyncTextFile", "shortcuts",
+           "NATIVE")
+if not _TYPE_CHECKING and not NATIVE:
+    __all__ = tuple(name for name in __all__ if name not in _NATIVE_ONLY)
+
+
+def __getattr__(name: str) -> _Any:
+    if name in _NATIVE_ONLY:
+        raise AttributeError(f"uringloop.{name} needs the native extension, which this "
+                             f"install has not ({features()['error']})")
+    raise AttributeError(f"module 'uringloop' has no attribute {name!r}")
 __version__ = "0.1.0.dev0"
 
 _T = _TypeVar("_T")

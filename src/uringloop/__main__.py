@@ -90,7 +90,7 @@ def gather():
         facts["error"] = facts["settings_error"] = str(exc)
     else:
         stats = loop.stats()
-        refusal = uringloop.core.ring_refusal(loop)
+        refusal = uringloop._ring_refusal(loop)
         loop.close()
         facts["driver"], facts["driver_reason"] = stats["driver"], stats["driver_reason"]
         facts["usable"] = refusal is None
@@ -114,7 +114,8 @@ def gather():
     if facts["driver"] is None:
         facts["verdict"] = "error"
     else:
-        facts["verdict"] = "io_uring" if facts["driver"] == "ring" else "epoll driver"
+        facts["verdict"] = {"ring": "io_uring", "epoll": "epoll driver"}.get(
+            facts["driver"], "asyncio's loop")
     return facts
 
 
@@ -200,6 +201,9 @@ def report(facts):
         lines.append(f"driver: epoll ({facts['driver_reason']}) -- uringloop.run() runs "
                      "the same operations on epoll; URINGLOOP_DRIVER=ring or "
                      "URINGLOOP_STRICT=1 makes a refusal an error")
+    elif facts["driver"] == "asyncio":
+        lines.append("driver: asyncio -- this install has no extension; uringloop.run() "
+                     "gives asyncio's own loop")
     elif facts["settings_error"]:
         lines.append(f"driver: none -- {facts['settings_error']}: uringloop.run() raises "
                      "ValueError until the setting is fixed")

@@ -33,6 +33,7 @@ import asyncio
 import codecs
 import collections
 import errno
+import importlib
 import io
 import locale
 import os
@@ -43,7 +44,12 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar, Union, overload
 
-from . import core
+try:
+    core = importlib.import_module(".core", __package__)
+except ModuleNotFoundError as _exc:     # installed without the extension (_pure.py)
+    if _exc.name != __package__ + ".core":
+        raise
+    from . import _pure as core
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer as ReadableBuffer, Buffer as WriteableBuffer
