@@ -132,6 +132,13 @@ struct ul_ready {
 
 
 static void finish(ul_ready *d, ul_rop *op, int res, unsigned cflags);
+
+/* For the request functions below: op ends with res (and flags): DONE. */
+static int end(ul_ready *d, ul_rop *op, int res, unsigned cflags)
+{
+    finish(d, op, res, cflags);
+    return DONE;
+}
 static void start(ul_ready *d, ul_rop *op);
 static void to_thread(ul_ready *d, ul_rop *op);
 
@@ -281,18 +288,36 @@ static int watch_fd(ul_ready *d, int fd)
     return 0;
 }
 
-static void ready_remove(ul_ready *d, ul_rop *op)
+/* The queues linked by rnext (the ready list, the issue queue, the
+ * threads' queues): append op; take op out (1 if it was there). */
+static void fifo_push(ul_rop **head, ul_rop **tail, ul_rop *op)
 {
-    ul_rop **p = &d->ready_head, *prev = NULL;
+    op->rnext = NULL;
+    if (*tail)
+        (*tail)->rnext = op;
+    else
+        *head = op;
+    *tail = op;
+}
+
+static int fifo_remove(ul_rop **head, ul_rop **tail, ul_rop *op)
+{
+    ul_rop **p = head, *prev = NULL;
     while (*p && *p != op) {
         prev = *p;
         p = &(*p)->rnext;
     }
-    if (*p) {
-        *p = op->rnext;
-        if (d->ready_tail == op)
-            d->ready_tail = prev;
-    }
+    if (!*p)
+        return 0;
+    *p = op->rnext;
+    if (*tail == op)
+        *tail = prev;
+    return 1;
+}
+
+static void ready_remove(ul_ready *d, ul_rop *op)
+{
+    fifo_remove(&d->ready_head, &d->ready_tail, op);
     op->on_ready = 0;
 }
 
@@ -301,12 +326,7 @@ static void make_ready(ul_ready *d, ul_rop *op)
     if (op->on_ready)
         return;
     op->on_ready = 1;
-    op->rnext = NULL;
-    if (d->ready_tail)
-        d->ready_tail->rnext = op;
-    else
-        d->ready_head = op;
-    d->ready_tail = op;
+    fifo_push(&d->ready_head, &d->ready_tail, op);
 }
 
 /* Take op out of the place it waits in (not the threads'). */
@@ -416,20 +436,21 @@ static int is_zc(const ul_rop *op)
     return op->sqe.opcode == IORING_OP_SEND_ZC || op->sqe.opcode == IORING_OP_SENDMSG_ZC;
 }
 
+/* Wait for `want` on op's fd: WAIT, or DONE with the error that kept it
+ * from waiting. */
+static int wait_or_fail(ul_ready *d, ul_rop *op, unsigned want)
+{
+    int ret = wait_on_fd(d, op, want);
+    return ret < 0 ? end(d, op, ret, 0) : WAIT;
+}
+
 /* A request that would block: wait for `want`, unless its flags asked
  * not to (MSG_DONTWAIT: -EAGAIN, as the kernel answers). */
 static int would_block(ul_ready *d, ul_rop *op, unsigned want, int dontwait)
 {
-    int ret;
-    if (dontwait) {
-        finish(d, op, -EAGAIN, 0);
-        return DONE;
-    }
-    if ((ret = wait_on_fd(d, op, want)) < 0) {
-        finish(d, op, ret, 0);
-        return DONE;
-    }
-    return WAIT;
+    if (dontwait)
+        return end(d, op, -EAGAIN, 0);
+    return wait_or_fail(d, op, want);
 }
 
 /* A multishot receive found no buffer: wait for the next enter (and for
@@ -437,14 +458,10 @@ static int would_block(ul_ready *d, ul_rop *op, unsigned want, int dontwait)
 static int no_buffer(ul_ready *d, ul_rop *op, int multi)
 {
     int ret;
-    if (!multi) {
-        finish(d, op, -ENOBUFS, 0);
-        return DONE;
-    }
-    if ((ret = wait_on_fd(d, op, EPOLLIN)) < 0) {
-        finish(d, op, ret, 0);
-        return DONE;
-    }
+    if (!multi)
+        return end(d, op, -ENOBUFS, 0);
+    if ((ret = wait_on_fd(d, op, EPOLLIN)) < 0)
+        return end(d, op, ret, 0);
     if (!op->starved) {
         op->starved = 1;
         op->snext = d->starved;
@@ -493,17 +510,14 @@ static int do_recv(ul_ready *d, ul_rop *op, unsigned events)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return would_block(d, op, EPOLLIN, flags & MSG_DONTWAIT);
-            finish(d, op, -errno, 0);
-            return DONE;
+            return end(d, op, -errno, 0);
         }
         if (b && n > 0) {
             cflags = IORING_CQE_F_BUFFER | ((unsigned)b->bid << IORING_CQE_BUFFER_SHIFT);
             g->head++;
         }
-        if (!multi || n == 0) {
-            finish(d, op, (int)n, cflags);
-            return DONE;
-        }
+        if (!multi || n == 0)
+            return end(d, op, (int)n, cflags);
         post(d, sqe->user_data, (int)n, cflags | IORING_CQE_F_MORE);
         /* A short read of a stream emptied it; what comes later is a new
          * report.  Not so for a first try, whose report may have gone
@@ -532,8 +546,7 @@ static int do_recvmsg(ul_ready *d, ul_rop *op)
         } while (n < 0 && errno == EINTR);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return would_block(d, op, EPOLLIN, flags & MSG_DONTWAIT);
-        finish(d, op, n < 0 ? -errno : (int)n, 0);
-        return DONE;
+        return end(d, op, n < 0 ? -errno : (int)n, 0);
     }
     for (i = 0; i < ROUND_SHARE; i++) {
         ul_group *g = group_of(d, sqe->buf_group);
@@ -546,10 +559,8 @@ static int do_recvmsg(ul_ready *d, ul_rop *op)
         ssize_t n;
         if (!b)
             return no_buffer(d, op, multi);
-        if (b->len < head) {
-            finish(d, op, -EFAULT, 0);
-            return DONE;
-        }
+        if (b->len < head)
+            return end(d, op, -EFAULT, 0);
         buf = (unsigned char *)(uintptr_t)b->addr;
         out = (struct io_uring_recvmsg_out *)buf;
         memset(&m, 0, sizeof(m));
@@ -568,8 +579,7 @@ static int do_recvmsg(ul_ready *d, ul_rop *op)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return would_block(d, op, EPOLLIN, flags & MSG_DONTWAIT);
-            finish(d, op, -errno, 0);
-            return DONE;
+            return end(d, op, -errno, 0);
         }
         out->namelen = m.msg_namelen;
         out->controllen = (unsigned)m.msg_controllen;
@@ -578,10 +588,8 @@ static int do_recvmsg(ul_ready *d, ul_rop *op)
         g->head++;
         unsigned cflags = IORING_CQE_F_BUFFER | ((unsigned)b->bid << IORING_CQE_BUFFER_SHIFT);
         int res = (int)(head + ((size_t)n < iov.iov_len ? (size_t)n : iov.iov_len));
-        if (!multi) {
-            finish(d, op, res, cflags);
-            return DONE;
-        }
+        if (!multi)
+            return end(d, op, res, cflags);
         post(d, sqe->user_data, res, cflags | IORING_CQE_F_MORE);
     }
     return AGAIN;
@@ -607,8 +615,7 @@ static int do_send(ul_ready *d, ul_rop *op)
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return would_block(d, op, EPOLLOUT, flags & MSG_DONTWAIT);
-    finish(d, op, n < 0 ? -errno : (int)n, 0);
-    return DONE;
+    return end(d, op, n < 0 ? -errno : (int)n, 0);
 }
 
 static ssize_t read_plain(int fd, void *buf, size_t len, off_t off)
@@ -640,10 +647,8 @@ static int do_rw(ul_ready *d, ul_rop *op)
         if (n >= 0 || errno != EINTR)
             break;
     }
-    if (n >= 0) {
-        finish(d, op, (int)n, 0);
-        return DONE;
-    }
+    if (n >= 0)
+        return end(d, op, (int)n, 0);
     if (errno == EOPNOTSUPP && !(op->mode & M_PLAIN_RW)) {
         /* no RWF_NOWAIT for this file: a pollable one is read or written
          * when ready, any other one in a thread */
@@ -652,10 +657,8 @@ static int do_rw(ul_ready *d, ul_rop *op)
             to_thread(d, op);
             return DONE;
         }
-        if (ret < 0) {
-            finish(d, op, ret, 0);
-            return DONE;
-        }
+        if (ret < 0)
+            return end(d, op, ret, 0);
         op->mode |= M_PLAIN_RW;
         struct pollfd p = { sqe->fd, (short)(writing ? POLLOUT : POLLIN), 0 };
         d->counts.syscalls++;
@@ -663,26 +666,21 @@ static int do_rw(ul_ready *d, ul_rop *op)
             return do_rw(d, op);
         return WAIT;
     }
-    if (errno != EAGAIN) {
-        finish(d, op, -errno, 0);
-        return DONE;
-    }
+    if (errno != EAGAIN)
+        return end(d, op, -errno, 0);
     ret = wait_on_fd(d, op, writing ? EPOLLOUT : EPOLLIN);
     if (ret == -EPERM) {                /* a regular file: the disk */
         to_thread(d, op);
         return DONE;
     }
-    if (ret < 0) {
-        finish(d, op, ret, 0);
-        return DONE;
-    }
+    if (ret < 0)
+        return end(d, op, ret, 0);
     d->counts.syscalls++;
     fl = fcntl(sqe->fd, F_GETFL);
     if (fl >= 0 && (fl & O_NONBLOCK)) {
         /* io_uring answers -EAGAIN for an O_NONBLOCK file (design.md, fact 7) */
         detach(d, op);
-        finish(d, op, -EAGAIN, 0);
-        return DONE;
+        return end(d, op, -EAGAIN, 0);
     }
     return WAIT;
 }
@@ -702,8 +700,7 @@ static int do_poll_report(ul_ready *d, ul_rop *op, unsigned events)
         post(d, op->sqe.user_data, (int)hits, IORING_CQE_F_MORE);
         return WAIT;
     }
-    finish(d, op, (int)hits, 0);
-    return DONE;
+    return end(d, op, (int)hits, 0);
 }
 
 static int do_poll_start(ul_ready *d, ul_rop *op)
@@ -712,22 +709,15 @@ static int do_poll_start(ul_ready *d, ul_rop *op)
     unsigned want = ((mask & (POLLIN | POLLPRI | UL_POLLRDHUP)) ? EPOLLIN : 0)
                     | ((mask & POLLOUT) ? EPOLLOUT : 0);
     struct pollfd p = { op->sqe.fd, (short)(mask & 0xffff), 0 };
-    int ret;
     /* a poll checks readiness when armed */
     d->counts.syscalls++;
     if (poll(&p, 1, 0) > 0) {
-        if (p.revents & POLLNVAL) {
-            finish(d, op, -EBADF, 0);
-            return DONE;
-        }
+        if (p.revents & POLLNVAL)
+            return end(d, op, -EBADF, 0);
         if (do_poll_report(d, op, (unsigned)p.revents) == DONE)
             return DONE;
     }
-    if ((ret = wait_on_fd(d, op, want)) < 0) {
-        finish(d, op, ret, 0);
-        return DONE;
-    }
-    return WAIT;
+    return wait_or_fail(d, op, want);
 }
 
 /* Try a request that waits on its fd; `events` is what epoll reported
@@ -750,8 +740,7 @@ static int attempt(ul_ready *d, ul_rop *op, unsigned events)
     case IORING_OP_POLL_ADD:
         return do_poll_report(d, op, events);
     }
-    finish(d, op, -EINVAL, 0);
-    return DONE;
+    return end(d, op, -EINVAL, 0);
 }
 
 /* ---- the end of a request -------------------------------------------- */
@@ -768,12 +757,7 @@ static int fails_chain(const ul_rop *op, int res)
 
 static void queue_issue(ul_ready *d, ul_rop *op)
 {
-    op->rnext = NULL;
-    if (d->issue_tail)
-        d->issue_tail->rnext = op;
-    else
-        d->issue_head = op;
-    d->issue_tail = op;
+    fifo_push(&d->issue_head, &d->issue_tail, op);
 }
 
 /* Post op's final completion and let it go; then its next link is issued
@@ -834,19 +818,8 @@ static int cancel_one(ul_ready *d, ul_rop *op)
         ul_pool *p = d->pool;
         int queued = 0;
         pthread_mutex_lock(&p->mu);
-        if (op->where == W_QUEUED) {
-            ul_rop **q = &p->queue_head, *prev = NULL;
-            while (*q && *q != op) {
-                prev = *q;
-                q = &(*q)->rnext;
-            }
-            if (*q) {
-                *q = op->rnext;
-                if (p->queue_tail == op)
-                    p->queue_tail = prev;
-                queued = 1;
-            }
-        }
+        if (op->where == W_QUEUED)
+            queued = fifo_remove(&p->queue_head, &p->queue_tail, op);
         pthread_mutex_unlock(&p->mu);
         if (!queued)
             return -EALREADY;
@@ -1000,12 +973,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&p->mu);
         op->res = run_blocking(op);
         pthread_mutex_lock(&p->mu);
-        op->rnext = NULL;
-        if (p->done_tail)
-            p->done_tail->rnext = op;
-        else
-            p->done_head = op;
-        p->done_tail = op;
+        fifo_push(&p->done_head, &p->done_tail, op);
         if (!p->stop && write(p->wake_fd, &one, sizeof(one)) < 0) {
             /* (an eventfd write fails only at its counter's limit: already woken) */
         }
@@ -1023,12 +991,7 @@ static void to_thread(ul_ready *d, ul_rop *op)
     detach(d, op);
     d->counts.thread_requests++;
     pthread_mutex_lock(&p->mu);
-    op->rnext = NULL;
-    if (p->queue_tail)
-        p->queue_tail->rnext = op;
-    else
-        p->queue_head = op;
-    p->queue_tail = op;
+    fifo_push(&p->queue_head, &p->queue_tail, op);
     op->where = W_QUEUED;
     if (p->idle == 0 && p->threads < MAX_THREADS) {
         pthread_attr_init(&attr);
