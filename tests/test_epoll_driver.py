@@ -3,11 +3,13 @@ profile, on a child process -- the loop runs on its epoll driver: every
 way of making a loop gives a uringloop Loop, with one INFO log line and no
 warning.  A forced ring (URINGLOOP_DRIVER=ring, strict) raises instead."""
 import asyncio
+import gc
 import os
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import uringloop
 from conftest import io_uring_disabled, turns, until, until_closed
@@ -173,3 +175,40 @@ def test_more_connections_than_receive_buffers_make_no_request_per_message(monke
         loop.close()
     assert got[0] == 5 * 200 * 1024
     assert submitted < 50, submitted        # (one per message was 1000-odd)
+
+
+def test_a_forked_child_lets_go_of_its_parents_epoll_driven_loop(monkeypatch, tmp_path):
+    """A child forked from a process whose loop runs on the epoll driver,
+    its threads started by a file request, drops the loop at exit without
+    touching the threads' lock (which a thread may have held at the fork)
+    and exits; the parent's loop goes on."""
+    monkeypatch.setenv("URINGLOOP_DRIVER", "epoll")
+    loop = uringloop.new_event_loop()
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100)
+
+    async def read():
+        async with uringloop.open(path, "rb") as f:      # OPENAT: a driver thread
+            return await f.read()
+    try:
+        assert loop.run_until_complete(read()) == b"x" * 100
+        pid = os.fork()
+        if pid == 0:                                    # the child
+            code = 0
+            try:
+                loop.close()        # (a loop of another process: refused)
+            except BaseException:
+                code = 1
+            del loop                # its ring and driver go here
+            gc.collect()
+            os._exit(code)
+        deadline = time.monotonic() + 20
+        while not os.waitpid(pid, os.WNOHANG)[0]:
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                raise AssertionError("the child did not exit")
+            time.sleep(0.05)
+        assert loop.run_until_complete(read()) == b"x" * 100
+    finally:
+        loop.close()

@@ -126,6 +126,7 @@ struct ul_ready {
     unsigned ngroups;
     ul_cqe_node *over_head, *over_tail;
     ul_pool *pool;
+    pid_t pid;                  /* the process that made it (see ul_ready_exit) */
     int no_pwait2;
     ul_ready_counts counts;
 };
@@ -1261,6 +1262,7 @@ int ul_ready_init(ul_ring *r, unsigned entries, unsigned cq_entries)
     pthread_cond_init(&p->cv, NULL);
     r->driver = d;
     d->ring = r;
+    d->pid = getpid();
     d->epfd = epoll_create1(EPOLL_CLOEXEC);
     p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (d->epfd < 0 || p->wake_fd < 0) {
@@ -1325,7 +1327,12 @@ void ul_ready_exit(ul_ring *r)
         d->over_head = n->next;
         free(n);
     }
-    if (d->pool) {
+    if (d->pool && d->pid != getpid()) {
+        /* A forked child letting go of its parent's loop: the threads are
+         * not here, and one may have held the pool's lock when the fork
+         * was made; leave the pool, close this process's copy of its fd. */
+        close(d->pool->wake_fd);
+    } else if (d->pool) {
         ul_pool *p = d->pool;
         pthread_mutex_lock(&p->mu);
         while (p->queue_head) {
