@@ -303,10 +303,4 @@ cdef extern from "<fcntl.h>" nogil:
 
 
 cdef extern from "ring/readiness.h" nogil:
-    ctypedef struct ul_ready_counts:
-        uint64_t syscalls
-        uint64_t epoll_waits
-        uint64_t epoll_ctls
-        uint64_t thread_requests
     int ul_ready_init(ul_ring *r, unsigned entries, unsigned cq_entries)
-    void ul_ready_get_counts(ul_ring *r, ul_ready_counts *out)

@@ -128,7 +128,6 @@ struct ul_ready {
     ul_pool *pool;
     pid_t pid;                  /* the process that made it (see ul_ready_exit) */
     int no_pwait2;
-    ul_ready_counts counts;
 };
 
 
@@ -282,7 +281,6 @@ static int watch_fd(ul_ready *d, int fd)
     memset(&ev, 0, sizeof(ev));
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.fd = fd;
-    d->counts.epoll_ctls++;
     if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 && errno != EEXIST)
         return -errno;
     d->fds[fd].registered = 1;
@@ -478,7 +476,6 @@ static void stream_or_not(ul_ready *d, ul_rop *op)
     if (op->mode & M_TYPE_KNOWN)
         return;
     op->mode |= M_TYPE_KNOWN;
-    d->counts.syscalls++;
     if (getsockopt(op->sqe.fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM)
         op->mode |= M_STREAM;
 }
@@ -504,7 +501,6 @@ static int do_recv(ul_ready *d, ul_rop *op, unsigned events)
             buf = (void *)(uintptr_t)b->addr;
             len = (sqe->len && sqe->len < b->len) ? sqe->len : b->len;
         }
-        d->counts.syscalls++;
         n = recv(sqe->fd, buf, len, flags | MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EINTR)
@@ -542,7 +538,6 @@ static int do_recvmsg(ul_ready *d, ul_rop *op)
     if (!(sqe->flags & IOSQE_BUFFER_SELECT)) {
         ssize_t n;
         do {
-            d->counts.syscalls++;
             n = recvmsg(sqe->fd, tmpl, flags | MSG_DONTWAIT);
         } while (n < 0 && errno == EINTR);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -573,7 +568,6 @@ static int do_recvmsg(ul_ready *d, ul_rop *op)
         iov.iov_len = b->len - head;
         m.msg_iov = &iov;
         m.msg_iovlen = 1;
-        d->counts.syscalls++;
         n = recvmsg(sqe->fd, &m, flags | MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EINTR)
@@ -602,7 +596,6 @@ static int do_send(ul_ready *d, ul_rop *op)
     int flags = (int)sqe->msg_flags;
     ssize_t n;
     for (;;) {
-        d->counts.syscalls++;
         if (sqe->opcode == IORING_OP_SENDMSG || sqe->opcode == IORING_OP_SENDMSG_ZC)
             n = sendmsg(sqe->fd, (struct msghdr *)(uintptr_t)sqe->addr,
                         flags | MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -638,7 +631,6 @@ static int do_rw(ul_ready *d, ul_rop *op)
     ssize_t n;
     int ret, fl;
     for (;;) {
-        d->counts.syscalls++;
         if (op->mode & M_PLAIN_RW)
             n = writing ? write_plain(sqe->fd, iov.iov_base, iov.iov_len, off)
                       : read_plain(sqe->fd, iov.iov_base, iov.iov_len, off);
@@ -662,7 +654,6 @@ static int do_rw(ul_ready *d, ul_rop *op)
             return end(d, op, ret, 0);
         op->mode |= M_PLAIN_RW;
         struct pollfd p = { sqe->fd, (short)(writing ? POLLOUT : POLLIN), 0 };
-        d->counts.syscalls++;
         if (poll(&p, 1, 0) > 0)
             return do_rw(d, op);
         return WAIT;
@@ -676,7 +667,6 @@ static int do_rw(ul_ready *d, ul_rop *op)
     }
     if (ret < 0)
         return end(d, op, ret, 0);
-    d->counts.syscalls++;
     fl = fcntl(sqe->fd, F_GETFL);
     if (fl >= 0 && (fl & O_NONBLOCK)) {
         /* io_uring answers -EAGAIN for an O_NONBLOCK file (design.md, fact 7) */
@@ -711,7 +701,6 @@ static int do_poll_start(ul_ready *d, ul_rop *op)
                     | ((mask & POLLOUT) ? EPOLLOUT : 0);
     struct pollfd p = { op->sqe.fd, (short)(mask & 0xffff), 0 };
     /* a poll checks readiness when armed */
-    d->counts.syscalls++;
     if (poll(&p, 1, 0) > 0) {
         if (p.revents & POLLNVAL)
             return end(d, op, -EBADF, 0);
@@ -845,50 +834,43 @@ static int cancel_matches(const ul_rop *op, const ul_rop *cancel)
 static void do_cancel(ul_ready *d, ul_rop *cancel)
 {
     unsigned flags = cancel->sqe.cancel_flags, i, n = 0, cap = 0;
+    int all = (flags & IORING_ASYNC_CANCEL_ALL) != 0, done = 0, running = 0;
     ul_rop **found = NULL, *op;
-    int done = 0, running = 0;
-    if (!(flags & (IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_FD))) {
+    if (!all && !(flags & (IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_FD))) {
+        /* the one request of a user_data, the loop's cancel: its bucket */
         for (op = d->buckets[bucket_of(d, cancel->sqe.addr)]; op; op = op->hnext)
             if (cancel_matches(op, cancel))
                 break;
-        if (op) {
-            if (cancel_one(d, op) == 0)
-                done = 1;
-            else
-                running = 1;
-        }
-        if (op && (flags & IORING_ASYNC_CANCEL_ALL)) {
-            /* (one request per user_data is the loop's rule; ALL by
-             * user_data finds the rest the slow way below) */
-        } else {
-            finish(d, cancel, done ? 0 : running ? -EALREADY : -ENOENT, 0);
-            return;
-        }
-    }
-    for (i = 0; i < d->nbuckets; i++)
-        for (op = d->buckets[i]; op; op = op->hnext)
-            if (cancel_matches(op, cancel)) {
+        if (op)
+            found = &op;
+        n = op != NULL;
+    } else {
+        /* by fd, any or all: collected first, as each cancel changes the table */
+        for (i = 0; i < d->nbuckets; i++)
+            for (op = d->buckets[i]; op; op = op->hnext) {
+                if (!cancel_matches(op, cancel))
+                    continue;
                 if (n == cap) {
-                    ul_rop **more = realloc(found, (cap = cap ? cap * 2 : 16) * sizeof(*found));
+                    unsigned more_cap = cap ? cap * 2 : 16;
+                    ul_rop **more = realloc(found, more_cap * sizeof(*found));
                     if (!more)
-                        break;
+                        goto collected;     /* cancel what was found */
                     found = more;
+                    cap = more_cap;
                 }
                 found[n++] = op;
             }
-    for (i = 0; i < n; i++) {
+    }
+collected:
+    for (i = 0; i < n && (all || i == 0); i++) {
         if (cancel_one(d, found[i]) == 0)
             done++;
         else
             running++;
-        if (!(flags & IORING_ASYNC_CANCEL_ALL))
-            break;
     }
-    free(found);
-    if (flags & IORING_ASYNC_CANCEL_ALL)
-        finish(d, cancel, done ? done : running ? -EALREADY : -ENOENT, 0);
-    else
-        finish(d, cancel, done ? 0 : running ? -EALREADY : -ENOENT, 0);
+    if (cap)
+        free(found);
+    finish(d, cancel, done ? (all ? done : 0) : running ? -EALREADY : -ENOENT, 0);
 }
 
 /* ---- the driver's threads --------------------------------------------- */
@@ -990,7 +972,6 @@ static void to_thread(ul_ready *d, ul_rop *op)
     pthread_t t;
     pthread_attr_t attr;
     detach(d, op);
-    d->counts.thread_requests++;
     pthread_mutex_lock(&p->mu);
     fifo_push(&p->queue_head, &p->queue_tail, op);
     op->where = W_QUEUED;
@@ -1050,7 +1031,6 @@ static void start(ul_ready *d, ul_rop *op)
         do_cancel(d, op);
         return;
     case IORING_OP_CLOSE:
-        d->counts.syscalls++;
         res = close(sqe->fd) < 0 ? -errno : 0;
         finish(d, op, res, 0);
         return;
@@ -1159,7 +1139,6 @@ static void expire_timers(ul_ready *d, int64_t now)
 
 static int epoll_wait_ns(ul_ready *d, struct epoll_event *evs, int n, int64_t wait_ns)
 {
-    d->counts.epoll_waits++;
     if (!d->no_pwait2) {
         struct timespec ts;
         if (wait_ns >= 0) {
@@ -1430,12 +1409,4 @@ int ul_ready_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args)
         return 0;
     }
     return -EINVAL;
-}
-
-void ul_ready_get_counts(ul_ring *r, ul_ready_counts *out)
-{
-    if (r->driver)
-        *out = ((ul_ready *)r->driver)->counts;
-    else
-        memset(out, 0, sizeof(*out));
 }

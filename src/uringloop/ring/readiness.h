@@ -36,14 +36,4 @@ int ul_ready_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns, int submit_
  * SQEs carry), the probe, enabling. */
 int ul_ready_register(ul_ring *r, unsigned opcode, void *arg, unsigned nr_args);
 
-/* Counters for loop.stats(): system calls made for requests, epoll waits,
- * requests handed to the driver's threads. */
-typedef struct ul_ready_counts {
-    uint64_t syscalls;
-    uint64_t epoll_waits;
-    uint64_t epoll_ctls;
-    uint64_t thread_requests;
-} ul_ready_counts;
-void ul_ready_get_counts(ul_ring *r, ul_ready_counts *out);
-
 #endif /* URINGLOOP_READINESS_H */
