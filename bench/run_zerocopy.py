@@ -12,9 +12,13 @@ ratios against uringloop's ZC never in the same run.
   (bench/zc_c_sender.c), the kernel's own limit in the same rounds: C_COPY
   a sendto(2) each, C_CHAIN 64 linked SENDs per enter (as ZC_NEVER's chain),
   C_ZC 64 SEND_ZCs per enter (ZC_ALWAYS), C_ZCREG from registered buffers
-  (REGISTERED).
+  (REGISTERED), C_MSGZC send(2) with MSG_ZEROCOPY and the socket's error
+  queue (what the epoll driver could do in place of SEND_ZC).
+- --refuse-io-uring: the Python senders under a seccomp filter refusing
+  io_uring (uringloop on its epoll driver, where every zero-copy send is a
+  copy); the C ring modes are left out then.
 
-    python3 bench/run_zerocopy.py [--rounds 3] [--seconds 2]
+    python3 bench/run_zerocopy.py [--rounds 3] [--seconds 2] [--refuse-io-uring]
 Results to bench/results/zerocopy-<date>.json and .md.
 """
 import argparse
@@ -24,6 +28,7 @@ import statistics
 import subprocess
 import sys
 
+import run_echo
 from run_echo import HERE, RESULTS, SERVER_ENV, save_results, wait_idle
 
 sys.path.insert(0, os.path.join(HERE, os.pardir, "tests", "helpers"))
@@ -32,17 +37,21 @@ from netns import SINK_ADDR, drop_namespaces, make_udp_sink  # noqa: E402  (shar
 RING_DIR = os.path.join(HERE, os.pardir, "src", "uringloop", "ring")
 
 MODES = ["ZC_NEVER", "ZC_AUTO", "ZC_ALWAYS", "REGISTERED", "uvloop", "rloop",
-         "C_COPY", "C_CHAIN", "C_ZC", "C_ZCREG"]
+         "C_COPY", "C_CHAIN", "C_ZC", "C_ZCREG", "C_MSGZC"]
+RING_C_MODES = {"C_CHAIN", "C_ZC", "C_ZCREG"}
 NS_SRC, NS_SINK = "ulbench_src", "ulbench_sink"
 
 
 def build_c_sender():
     exe = os.path.join(RESULTS, "zc_c_sender")
-    srcs = [os.path.join(HERE, "zc_c_sender.c"), os.path.join(RING_DIR, "ring.c")]
-    newest = max(os.path.getmtime(p) for p in srcs + [os.path.join(RING_DIR, "ring.h")])
+    srcs = [os.path.join(HERE, "zc_c_sender.c"), os.path.join(RING_DIR, "ring.c"),
+            os.path.join(RING_DIR, "readiness.c")]
+    newest = max(os.path.getmtime(p) for p in srcs + [os.path.join(RING_DIR, "ring.h"),
+                                                      os.path.join(RING_DIR, "readiness.h")])
     if not os.path.exists(exe) or os.path.getmtime(exe) < newest:
         os.makedirs(RESULTS, exist_ok=True)
-        subprocess.run(["cc", "-O2", "-I", RING_DIR, "-o", exe, *srcs], check=True)
+        subprocess.run(["cc", "-O2", "-I", RING_DIR, "-o", exe, *srcs, "-lpthread"],
+                       check=True)
     return exe
 
 
@@ -51,8 +60,9 @@ def cell(kind, size, mode, seconds):
         cmd = ["taskset", "-c", "0", build_c_sender(), mode[2:].lower(), str(size),
                str(seconds), SINK_ADDR, "9999"]
     else:
-        cmd = ["taskset", "-c", "0", sys.executable, os.path.join(HERE, "zc_sender.py"),
-               kind, str(size), mode, str(seconds)]
+        cmd = run_echo.SERVER_PREFIX + [
+            "taskset", "-c", "0", sys.executable, os.path.join(HERE, "zc_sender.py"),
+            kind, str(size), mode, str(seconds)]
     if kind == "udp":
         cmd = ["ip", "netns", "exec", NS_SRC] + cmd
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60,
@@ -77,8 +87,13 @@ def main():
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--udp-sizes", default="4000,16000,60000")
     parser.add_argument("--tcp-sizes", default="4096,16384,65536,262144")
+    parser.add_argument("--refuse-io-uring", action="store_true",
+                        help="the Python senders under a seccomp filter refusing io_uring")
     args = parser.parse_args()
     modes = args.modes.split(",")
+    if args.refuse_io_uring:
+        run_echo.refuse_io_uring()
+        modes = [m for m in modes if m not in RING_C_MODES]
     plan = [("udp", int(s)) for s in args.udp_sizes.split(",")] + \
            [("tcp", int(s)) for s in args.tcp_sizes.split(",")]
     plan = [p for p in plan if p[0] in args.kinds.split(",")]

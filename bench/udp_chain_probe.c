@@ -4,7 +4,8 @@
  * sends each datagram with send(2), as uvloop and the selector loop do.
  * Groundwork for issue #16 (batching sends), using the loop's ring layer:
  *
- *     cc -O2 -Isrc/uringloop/ring -o /tmp/udp_chain_probe bench/udp_chain_probe.c src/uringloop/ring/ring.c
+ *     cc -O2 -Isrc/uringloop/ring -o /tmp/udp_chain_probe bench/udp_chain_probe.c src/uringloop/ring/ring.c \
+ *         src/uringloop/ring/readiness.c -lpthread
  *     /tmp/udp_chain_probe CHAIN WAIT_ALL ZC SIZE     e.g.  32 1 0 1000
  *     /tmp/udp_chain_probe direct SIZE
  *

@@ -3,7 +3,8 @@
  * bench/run_zerocopy.py runs it beside uringloop in the same rounds so the
  * distance between the loop and the kernel is visible:
  *
- *     cc -O2 -Isrc/uringloop/ring -o zc_c_sender bench/zc_c_sender.c src/uringloop/ring/ring.c
+ *     cc -O2 -Isrc/uringloop/ring -o zc_c_sender bench/zc_c_sender.c src/uringloop/ring/ring.c \
+ *         src/uringloop/ring/readiness.c -lpthread
  *     ip netns exec SRC ./zc_c_sender MODE SIZE SECONDS ADDR PORT
  *
  * MODE copy:   sendto(2) per datagram, 64 per round (the copying path).
@@ -12,12 +13,18 @@
  *      zc:     64 SEND_ZCs per enter from 64 ordinary buffers, each written
  *              again only after its notification (ZC_ALWAYS).
  *      zcreg:  the same from 64 registered buffers (REGISTERED).
+ *      msgzc:  send(2) with MSG_ZEROCOPY from 64 buffers, each written again
+ *              only after the socket's error queue says the kernel let it
+ *              go (what an epoll driver could do in place of SEND_ZC; no
+ *              ring).
  * Prints one JSON line as bench/zc_sender.py does. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/errqueue.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,7 +42,7 @@ static double now(void)
 int main(int argc, char **argv)
 {
     if (argc != 6) {
-        fprintf(stderr, "usage: %s copy|chain|zc|zcreg SIZE SECONDS ADDR PORT\n", argv[0]);
+        fprintf(stderr, "usage: %s copy|chain|zc|zcreg|msgzc SIZE SECONDS ADDR PORT\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -48,7 +55,8 @@ int main(int argc, char **argv)
         perror("socket");
         return 1;
     }
-    int zc = strncmp(mode, "zc", 2) == 0, reg = strcmp(mode, "zcreg") == 0;
+    int msgzc = strcmp(mode, "msgzc") == 0;
+    int zc = strncmp(mode, "zc", 2) == 0 || msgzc, reg = strcmp(mode, "zcreg") == 0;
     char *bufs[BATCH];
     int busy[BATCH] = {0};           /* 1 while the kernel may read bufs[i] */
     for (int i = 0; i < BATCH; i++)
@@ -61,6 +69,52 @@ int main(int argc, char **argv)
             for (int i = 0; i < BATCH; i++)
                 if (send(fd, bufs[0], size, MSG_DONTWAIT) >= 0)
                     sent++;
+    } else if (msgzc) {
+        /* the n-th MSG_ZEROCOPY send of the socket is notification n; a
+         * notification names a range of them */
+        int one = 1;
+        if (setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) < 0) {
+            perror("SO_ZEROCOPY");
+            return 1;
+        }
+        unsigned next_id = 0;
+        unsigned ids[BATCH];
+        while ((t = now()) - t0 < seconds) {
+            int queued = 0;
+            for (int i = 0; i < BATCH; i++) {
+                if (busy[i])
+                    continue;
+                if (send(fd, bufs[i], size, MSG_DONTWAIT | MSG_ZEROCOPY) >= 0) {
+                    sent++;
+                    busy[i] = 1;
+                    ids[i] = next_id++;
+                    queued++;
+                }
+            }
+            struct pollfd p = {fd, 0, 0};
+            if (!queued)   /* every buffer in the kernel: wait for its word */
+                poll(&p, 1, 1000);
+            enters++;
+            for (;;) {
+                char control[128];
+                struct msghdr m = {.msg_control = control, .msg_controllen = sizeof control};
+                if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+                    break;
+                struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+                if (!c)
+                    continue;
+                struct sock_extended_err *e = (void *)CMSG_DATA(c);
+                if (e->ee_origin != SO_EE_ORIGIN_ZEROCOPY)
+                    continue;
+                unsigned lo = e->ee_info, hi = e->ee_data;
+                notifs++;
+                if (e->ee_code & SO_EE_CODE_ZEROCOPY_COPIED)
+                    copied++;
+                for (int i = 0; i < BATCH; i++)
+                    if (busy[i] && ids[i] - lo <= hi - lo)
+                        busy[i] = 0;
+            }
+        }
     } else {
         ul_ring r;
         unsigned flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER
