@@ -65,8 +65,8 @@ def cell(kind, size, mode, seconds):
             kind, str(size), mode, str(seconds)]
     if kind == "udp":
         cmd = ["ip", "netns", "exec", NS_SRC] + cmd
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60,
-                         env=SERVER_ENV)
+    env = dict(SERVER_ENV, URINGLOOP_DRIVER="epoll") if run_echo.SERVER_PREFIX else SERVER_ENV
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, env=env)
     if out.returncode:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout)
