@@ -106,6 +106,18 @@ async def main():
 with warnings.catch_warnings():
     warnings.simplefilter("error")
     print(uringloop.run(main()))
+# the README's other forms: a Runner with new_event_loop, loop_factory,
+# the policy (install() warns on 3.12+, as uvloop's does)
+with asyncio.Runner(loop_factory=uringloop.new_event_loop) as runner:
+    print("runner:", runner.run(main())[1])
+with asyncio.Runner(loop_factory=uringloop.loop_factory) as runner:
+    print("loop_factory:", runner.run(main())[1])
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    uringloop.install()
+    loop = asyncio.new_event_loop()
+print("install:", type(loop).__name__, loop.stats()["driver"])
+loop.close()
 try:
     uringloop.ZeroCopyResult
 except AttributeError as exc:
@@ -141,8 +153,9 @@ def test_an_install_without_the_extension_runs_on_asyncios_loop(tmp_path):
     out = subprocess.run([python, "-c", PURE_CHECK], capture_output=True, text=True,
                          cwd=tmp_path, env=env, timeout=60)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.splitlines() == ["(True, 'asyncio', 'hello\\n')", "native only: True",
-                                       "strict raises"], out.stdout
+    assert out.stdout.splitlines() == ["(True, 'asyncio', 'hello\\n')", "runner: asyncio",
+                                       "loop_factory: asyncio", "install: Loop asyncio",
+                                       "native only: True", "strict raises"], out.stdout
     report = subprocess.run([python, "-m", "uringloop"], capture_output=True, text=True,
                             cwd=tmp_path, env=env, timeout=60)
     assert report.returncode == 0 and "driver: asyncio" in report.stdout, report.stdout
