@@ -458,12 +458,13 @@ async def until(predicate, what, timeout=10):
     """Wait until predicate() is true: an event the scenario expects (a
     callback recorded, a connection made), where a sleep of fixed length
     may end on a loaded machine before it came.  Fails, naming `what`,
-    after `timeout` seconds."""
+    after `timeout` seconds.  Returns what predicate() gave."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not predicate():
+    while not (got := predicate()):
         assert loop.time() < deadline, f"{what} never came"
         await asyncio.sleep(0.001)
+    return got
 
 
 async def turns(n=3):

@@ -3,13 +3,18 @@ profile, on a child process -- the loop runs on its epoll driver: every
 way of making a loop gives a uringloop Loop, with one INFO log line and no
 warning.  A forced ring (URINGLOOP_DRIVER=ring, strict) raises instead."""
 import asyncio
+import ctypes
 import gc
 import os
+import platform
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
 import time
+
+import pytest
 
 import uringloop
 from conftest import io_uring_disabled, turns, until, until_closed
@@ -212,3 +217,56 @@ def test_a_forked_child_lets_go_of_its_parents_epoll_driven_loop(monkeypatch, tm
         assert loop.run_until_complete(read()) == b"x" * 100
     finally:
         loop.close()
+
+
+# system call numbers: tgkill, and openat (read in /proc/TID/syscall)
+TGKILL, OPENAT = {"x86_64": (234, 257), "aarch64": (131, 56)}.get(platform.machine(),
+                                                                (None, None))
+
+
+@pytest.mark.skipif(TGKILL is None, reason="tgkill's number is known for x86_64 and aarch64 here")
+def test_a_signal_does_not_cut_short_a_driver_threads_blocking_call(monkeypatch, tmp_path):
+    """A signal sent to the epoll driver's thread while it blocks (the open
+    of a FIFO, which waits for a reader) is not taken there: the open goes
+    on and succeeds, as the kernel's io-wq does, and never fails with
+    EINTR (CPython's handlers are installed without SA_RESTART)."""
+    monkeypatch.setenv("URINGLOOP_DRIVER", "epoll")
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    libc = ctypes.CDLL(None, use_errno=True)
+    got = []
+    before = set(os.listdir("/proc/self/task"))
+    old = signal.signal(signal.SIGUSR1, lambda *a: got.append("handled"))
+    loop = uringloop.new_event_loop()
+
+    def blocked_in_open():
+        for tid in set(os.listdir("/proc/self/task")) - before:
+            try:
+                with open(f"/proc/self/task/{tid}/syscall") as f:
+                    if f.read().split()[0] == str(OPENAT):
+                        return tid
+            except (OSError, IndexError):
+                pass
+        return None
+
+    async def main():
+        opening = asyncio.ensure_future(uringloop.open(fifo, "wb"))
+        tid = await until(blocked_in_open, "the driver's thread blocks in openat()")
+        assert libc.syscall(TGKILL, os.getpid(), int(tid), signal.SIGUSR1) == 0
+        await turns(3)
+        assert not opening.done()
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            f = await opening
+            try:
+                await f.write(b"through")
+            finally:
+                await f.close()
+            return os.read(reader, 100)
+        finally:
+            os.close(reader)
+    try:
+        assert loop.run_until_complete(main()) == b"through"
+    finally:
+        loop.close()
+        signal.signal(signal.SIGUSR1, old)

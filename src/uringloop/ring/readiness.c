@@ -34,6 +34,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -976,6 +977,12 @@ static void to_thread(ul_ready *d, ul_rop *op)
     fifo_push(&p->queue_head, &p->queue_tail, op);
     op->where = W_QUEUED;
     if (p->idle == 0 && p->threads < MAX_THREADS) {
+        /* A thread takes no signal (it inherits this mask): one delivered
+         * there would cut its system call short with EINTR, which the
+         * kernel's io-wq never answers. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         pthread_attr_setstacksize(&attr, 256 * 1024);
@@ -984,6 +991,7 @@ static void to_thread(ul_ready *d, ul_rop *op)
             p->refs++;
         }
         pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     pthread_cond_signal(&p->cv);
     if (p->threads == 0) {
