@@ -454,7 +454,8 @@ static int would_block(ul_ready *d, ul_rop *op, unsigned want, int dontwait)
 }
 
 /* A multishot receive found no buffer: wait for the next enter (and for
- * readiness, as before); a single-shot one ends with -ENOBUFS. */
+ * readiness, as before); a single-shot one, or one whose buffer group is
+ * gone (multi 0 then), ends with -ENOBUFS as in the kernel. */
 static int no_buffer(ul_ready *d, ul_rop *op, int multi)
 {
     int ret;
@@ -498,7 +499,7 @@ static int do_recv(ul_ready *d, ul_rop *op, unsigned events)
         if (select) {
             g = group_of(d, sqe->buf_group);
             if (!(b = next_buffer(g)))
-                return no_buffer(d, op, multi);
+                return no_buffer(d, op, multi && g);
             buf = (void *)(uintptr_t)b->addr;
             len = (sqe->len && sqe->len < b->len) ? sqe->len : b->len;
         }
@@ -555,7 +556,7 @@ static int do_recvmsg(ul_ready *d, ul_rop *op)
         size_t head = sizeof(*out) + tmpl->msg_namelen + tmpl->msg_controllen;
         ssize_t n;
         if (!b)
-            return no_buffer(d, op, multi);
+            return no_buffer(d, op, multi && g);
         if (b->len < head)
             return end(d, op, -EFAULT, 0);
         buf = (unsigned char *)(uintptr_t)b->addr;
