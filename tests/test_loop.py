@@ -16,7 +16,7 @@ import weakref
 import pytest
 
 import uringloop
-from conftest import requires, turns, until_closed
+from conftest import LOOP_DRIVER, requires, turns, until_closed
 
 
 def test_loop_is_an_asyncio_loop(uloop):
@@ -504,3 +504,44 @@ def test_a_closed_loop_keeps_no_socket_open(any_loop):
     del made
     gc.collect()
     assert open_fds() - before <= 0
+
+
+NO_FD_LEFT = r"""
+import asyncio, os, resource, sys, uringloop
+make = uringloop.new_event_loop if sys.argv[1] == "uringloop" else asyncio.SelectorEventLoop
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+fds = []
+try:
+    while True:
+        fds.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+try:
+    make()
+    print("made")
+except OSError as exc:
+    print(type(exc).__name__, exc.errno)
+    print(exc.strerror, file=sys.stderr)
+for fd in fds[:8]:
+    os.close(fd)
+loop = make()
+print(loop.run_until_complete(asyncio.sleep(0, "then made")))
+loop.close()
+"""
+
+
+def test_no_file_descriptor_left_for_a_loop_is_the_stdlibs_oserror():
+    """With every file descriptor taken, making a loop raises the OSError
+    (EMFILE) the selector loop raises, naming what could not be made: not a
+    refusal of io_uring, which would send the loop to the epoll driver for
+    want of a descriptor that driver needs too -- and a loop can be made
+    once descriptors are free again."""
+    got, said = {}, {}
+    for which in ("stdlib", "uringloop"):
+        out = subprocess.run([sys.executable, "-c", NO_FD_LEFT, which],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        got[which], said[which] = out.stdout.split("\n"), out.stderr
+    assert got["uringloop"] == got["stdlib"] == ["OSError 24", "then made", ""]
+    made = "io_uring" if LOOP_DRIVER == "ring" else "epoll driver"
+    assert made in said["uringloop"], said["uringloop"]

@@ -243,6 +243,10 @@ cdef int open_loop_ring(Ring ring, unsigned sq, unsigned cq, unsigned flags,
     ret = ring.setup(sq, cq, flags, shrink)
     if ret == 0:
         return 0
+    if ret == -EMFILE or ret == -ENFILE:
+        # no file descriptor left: not a refusal (the epoll driver needs
+        # them too); the stdlib's loop raises the same OSError
+        raise OSError(-ret, f"cannot make the loop's io_uring: {os.strerror(-ret)}")
     refusal = setup_error(ret)
     if wanted == 'ring':
         raise refusal
