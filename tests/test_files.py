@@ -1029,3 +1029,32 @@ def test_loop_sendfile_over_a_transport(any_loop, tmp_path):
             assert bytes(received.data) == b"head:" + payload + b":tail"
 
     any_loop.run_until_complete(asyncio.wait_for(main(), 60))
+
+
+def test_a_fifo_opens_for_reading_without_waiting_for_a_writer(tmp_path):
+    """uringloop.open() of a FIFO for reading returns at once, on either
+    driver, as the kernel's OPENAT does (it opens without blocking first:
+    the epoll driver does so too); a read then waits for data and a timeout
+    cancels it, leaving nothing in flight.  (Only on uringloop: the stdlib
+    loop's executor blocks in the builtin open() until a writer comes.)"""
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    loop = uringloop.new_event_loop()
+
+    async def main():
+        await turns()
+        at_rest = loop.stats()["ops_in_flight"]        # (the loop's own wake-up)
+        async with uringloop.open(fifo, "rb") as f:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):     # (nothing can come: no writer)
+                    await f.read(10)
+        await until(lambda: loop.stats()["ops_in_flight"] == at_rest,
+                    "the cancelled read's end", timeout=5)
+    try:
+        loop.run_until_complete(asyncio.wait_for(main(), 10))
+    finally:
+        loop.close()
+        try:            # a reader still blocked in open() would wait forever
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass

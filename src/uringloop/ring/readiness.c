@@ -41,6 +41,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -49,6 +50,10 @@
 #ifndef RWF_NOWAIT
 #define RWF_NOWAIT 0x00000008
 #endif
+#ifndef SYS_openat2
+#define SYS_openat2 437         /* (one number on every architecture) */
+#endif
+#define UL_RESOLVE_CACHED 0x20  /* openat2: the dentry cache alone (5.12) */
 
 #define ROUND_SHARE 32          /* completions a multishot request posts per round */
 #define MAX_THREADS 4           /* the driver's threads for blocking work */
@@ -129,6 +134,7 @@ struct ul_ready {
     ul_pool *pool;
     pid_t pid;                  /* the process that made it (see ul_ready_exit) */
     int no_pwait2;
+    int no_openat2;             /* openat2() or RESOLVE_CACHED unknown here */
 };
 
 
@@ -1028,6 +1034,40 @@ static void collect_threads(ul_ready *d)
 
 /* ---- issuing ---------------------------------------------------------- */
 
+/* OPENAT as the kernel issues it: first without blocking, O_NONBLOCK and
+ * a path the dentry cache resolves alone, unless O_CREAT, O_TRUNC or
+ * O_TMPFILE send it to io-wq at once; O_NONBLOCK is cleared again unless
+ * asked for.  So a FIFO opens for reading without waiting for a writer,
+ * as on the ring, and a cached open needs no thread.  AGAIN: for a
+ * thread. */
+static int open_first(ul_ready *d, ul_rop *op)
+{
+    struct io_uring_sqe *sqe = &op->sqe;
+    unsigned flags = sqe->open_flags;
+    struct { uint64_t flags, mode, resolve; } how;
+    long fd;
+    int fl;
+    if (d->no_openat2 || (flags & (O_CREAT | O_TRUNC | __O_TMPFILE)))
+        return AGAIN;
+    how.flags = flags | O_NONBLOCK | O_LARGEFILE;
+    how.mode = 0;
+    how.resolve = UL_RESOLVE_CACHED;
+    fd = syscall(SYS_openat2, sqe->fd, (const char *)(uintptr_t)sqe->addr, &how, sizeof(how));
+    if (fd < 0) {
+        /* ENOSYS: no openat2 (before 5.6, a sandbox); EINVAL: no
+         * RESOLVE_CACHED (before 5.12); EAGAIN: not all cached; EPERM
+         * may be a seccomp filter's.  The thread's openat() answers. */
+        if (errno == ENOSYS || errno == EINVAL)
+            d->no_openat2 = 1;
+        if (errno == EAGAIN || errno == ENOSYS || errno == EINVAL || errno == EPERM)
+            return AGAIN;
+        return end(d, op, -errno, 0);
+    }
+    if (!(flags & O_NONBLOCK) && (fl = fcntl((int)fd, F_GETFL)) >= 0)
+        fcntl((int)fd, F_SETFL, fl & ~O_NONBLOCK);
+    return end(d, op, (int)fd, 0);
+}
+
 static void start(ul_ready *d, ul_rop *op)
 {
     struct io_uring_sqe *sqe = &op->sqe;
@@ -1050,6 +1090,10 @@ static void start(ul_ready *d, ul_rop *op)
         return;
     }
     case IORING_OP_OPENAT:
+        if (open_first(d, op) == DONE)
+            return;
+        to_thread(d, op);
+        return;
     case IORING_OP_STATX:
     case IORING_OP_FSYNC:
     case UL_OP_FTRUNCATE:
