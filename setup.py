@@ -50,7 +50,7 @@ strip = not (debug or sanitize) and os.environ.get("URINGLOOP_STRIP") != "0"
 extension = Extension(
     "uringloop.core",
     sources=["src/uringloop/core.pyx", "src/uringloop/ring/ring.c",
-             "src/uringloop/ring/readiness.c"],
+             "src/uringloop/ring/readiness.c", "src/uringloop/ring/threads.c"],
     include_dirs=["src/uringloop"],
     # every included .pyx/.pxd and header: a change to any rebuilds core
     depends=sorted(glob.glob("src/uringloop/**/*.pyx", recursive=True)

@@ -45,9 +45,10 @@ NS_SRC, NS_SINK = "ulbench_src", "ulbench_sink"
 def build_c_sender():
     exe = os.path.join(RESULTS, "zc_c_sender")
     srcs = [os.path.join(HERE, "zc_c_sender.c"), os.path.join(RING_DIR, "ring.c"),
-            os.path.join(RING_DIR, "readiness.c")]
+            os.path.join(RING_DIR, "readiness.c"), os.path.join(RING_DIR, "threads.c")]
     newest = max(os.path.getmtime(p) for p in srcs + [os.path.join(RING_DIR, "ring.h"),
-                                                      os.path.join(RING_DIR, "readiness.h")])
+                                                      os.path.join(RING_DIR, "readiness.h"),
+                                                      os.path.join(RING_DIR, "threads.h")])
     if not os.path.exists(exe) or os.path.getmtime(exe) < newest:
         os.makedirs(RESULTS, exist_ok=True)
         subprocess.run(["cc", "-O2", "-I", RING_DIR, "-o", exe, *srcs, "-lpthread"],

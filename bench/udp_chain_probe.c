@@ -5,7 +5,8 @@
  * Groundwork for issue #16 (batching sends), using the loop's ring layer:
  *
  *     cc -O2 -Isrc/uringloop/ring -o /tmp/udp_chain_probe bench/udp_chain_probe.c src/uringloop/ring/ring.c \
- *         src/uringloop/ring/readiness.c -lpthread
+ *         src/uringloop/ring/readiness.c \
+ *         src/uringloop/ring/threads.c -lpthread
  *     /tmp/udp_chain_probe CHAIN WAIT_ALL ZC SIZE     e.g.  32 1 0 1000
  *     /tmp/udp_chain_probe direct SIZE
  *

@@ -4,7 +4,8 @@
  * distance between the loop and the kernel is visible:
  *
  *     cc -O2 -Isrc/uringloop/ring -o zc_c_sender bench/zc_c_sender.c src/uringloop/ring/ring.c \
- *         src/uringloop/ring/readiness.c -lpthread
+ *         src/uringloop/ring/readiness.c \
+ *         src/uringloop/ring/threads.c -lpthread
  *     ip netns exec SRC ./zc_c_sender MODE SIZE SECONDS ADDR PORT
  *
  * MODE copy:   sendto(2) per datagram, 64 per round (the copying path).

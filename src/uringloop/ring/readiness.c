@@ -18,8 +18,8 @@
  * few buffers that was a new request, its first try and its registration
  * per message.
  *
- * What cannot wait on readiness goes to the driver's threads (a request
- * queue, a done queue and an eventfd that wakes epoll): a READ or WRITE of
+ * What cannot wait on readiness goes to the driver's threads (threads.c:
+ * an eventfd among the fds epoll watches says jobs finished): a READ or WRITE of
  * a regular file that would block (epoll refuses regular files: EPERM),
  * OPENAT, STATX, FSYNC, FTRUNCATE, SPLICE.  A page-cached READ completes
  * at once (preadv2 with RWF_NOWAIT), as the kernel completes it inline.
@@ -33,12 +33,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -46,6 +44,7 @@
 #include <unistd.h>
 
 #include "readiness.h"
+#include "threads.h"
 
 #ifndef RWF_NOWAIT
 #define RWF_NOWAIT 0x00000008
@@ -56,10 +55,9 @@
 #define UL_RESOLVE_CACHED 0x20  /* openat2: the dentry cache alone (5.12) */
 
 #define ROUND_SHARE 32          /* completions a multishot request posts per round */
-#define MAX_THREADS 4           /* the driver's threads for blocking work */
 #define EPOLL_BATCH 128
 
-enum { W_NONE, W_FD, W_TIMER, W_QUEUED, W_RUNNING };
+enum { W_NONE, W_FD, W_TIMER, W_THREAD };
 enum { DONE, WAIT, AGAIN };
 
 /* op->mode bits */
@@ -73,7 +71,7 @@ struct ul_rop {
     ul_rop *next, *prev;        /* its fd's waiters, or the timers */
     ul_rop *hnext;              /* its hash bucket (by user_data) */
     ul_rop *link;               /* the next link of its chain, not yet issued */
-    ul_rop *rnext;              /* the ready list, the issue queue, the threads' queues */
+    ul_rop *rnext;              /* the ready list, the issue queue */
     ul_rop *snext;              /* the receives waiting for buffers */
     int64_t deadline;           /* TIMEOUT */
     unsigned want;              /* EPOLLIN / EPOLLOUT */
@@ -82,8 +80,10 @@ struct ul_rop {
     unsigned char starved;
     unsigned char mode;
     unsigned char link_cancelled;
-    int res;                    /* the result a thread got */
+    ul_job job;                 /* in the driver's threads (W_THREAD) */
 };
+
+#define OP_OF_JOB(j) ((ul_rop *)((char *)(j) - offsetof(ul_rop, job)))
 
 typedef struct {
     ul_rop *head, *tail;
@@ -102,16 +102,6 @@ typedef struct ul_cqe_node {
     struct io_uring_cqe cqe;
     struct ul_cqe_node *next;
 } ul_cqe_node;
-
-/* Shared with the threads; freed by the last of the driver and its threads. */
-typedef struct ul_pool {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    ul_rop *queue_head, *queue_tail;
-    ul_rop *done_head, *done_tail;
-    int wake_fd;
-    int threads, idle, refs, stop;
-} ul_pool;
 
 typedef struct ul_ready ul_ready;
 
@@ -294,8 +284,8 @@ static int watch_fd(ul_ready *d, int fd)
     return 0;
 }
 
-/* The queues linked by rnext (the ready list, the issue queue, the
- * threads' queues): append op; take op out (1 if it was there). */
+/* The queues linked by rnext (the ready list, the issue queue): append
+ * op; take op out (1 if it was there). */
 static void fifo_push(ul_rop **head, ul_rop **tail, ul_rop *op)
 {
     op->rnext = NULL;
@@ -477,7 +467,7 @@ static int no_buffer(ul_ready *d, ul_rop *op, int multi)
     return WAIT;
 }
 
-static void stream_or_not(ul_ready *d, ul_rop *op)
+static void stream_or_not(ul_rop *op)
 {
     int type = 0;
     socklen_t len = sizeof(type);
@@ -528,7 +518,7 @@ static int do_recv(ul_ready *d, ul_rop *op, unsigned events)
          * report.  Not so for a first try, whose report may have gone
          * by, nor after a report of the peer's end (a read stops at it). */
         if ((size_t)n < len && events && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
-            stream_or_not(d, op);
+            stream_or_not(op);
             if (op->mode & M_STREAM)
                 return would_block(d, op, EPOLLIN, 0);
         }
@@ -620,16 +610,6 @@ static int do_send(ul_ready *d, ul_rop *op)
     return end(d, op, n < 0 ? -errno : (int)n, 0);
 }
 
-static ssize_t read_plain(int fd, void *buf, size_t len, off_t off)
-{
-    return off == -1 ? read(fd, buf, len) : pread(fd, buf, len, off);
-}
-
-static ssize_t write_plain(int fd, const void *buf, size_t len, off_t off)
-{
-    return off == -1 ? write(fd, buf, len) : pwrite(fd, buf, len, off);
-}
-
 static int do_rw(ul_ready *d, ul_rop *op)
 {
     struct io_uring_sqe *sqe = &op->sqe;
@@ -640,8 +620,8 @@ static int do_rw(ul_ready *d, ul_rop *op)
     int ret, fl;
     for (;;) {
         if (op->mode & M_PLAIN_RW)
-            n = writing ? write_plain(sqe->fd, iov.iov_base, iov.iov_len, off)
-                      : read_plain(sqe->fd, iov.iov_base, iov.iov_len, off);
+            n = writing ? ul_write_at(sqe->fd, iov.iov_base, iov.iov_len, off)
+                        : ul_read_at(sqe->fd, iov.iov_base, iov.iov_len, off);
         else
             n = writing ? pwritev2(sqe->fd, &iov, 1, off, RWF_NOWAIT)
                       : preadv2(sqe->fd, &iov, 1, off, RWF_NOWAIT);
@@ -812,14 +792,8 @@ static void drain_issue(ul_ready *d)
  * with its own result). */
 static int cancel_one(ul_ready *d, ul_rop *op)
 {
-    if (op->where == W_QUEUED || op->where == W_RUNNING) {
-        ul_pool *p = d->pool;
-        int queued = 0;
-        pthread_mutex_lock(&p->mu);
-        if (op->where == W_QUEUED)
-            queued = fifo_remove(&p->queue_head, &p->queue_tail, op);
-        pthread_mutex_unlock(&p->mu);
-        if (!queued)
+    if (op->where == W_THREAD) {
+        if (!ul_pool_unqueue(d->pool, &op->job))
             return -EALREADY;
         op->where = W_NONE;
     }
@@ -881,155 +855,36 @@ collected:
     finish(d, cancel, done ? (all ? done : 0) : running ? -EALREADY : -ENOENT, 0);
 }
 
-/* ---- the driver's threads --------------------------------------------- */
-
-static int run_blocking(ul_rop *op)
-{
-    struct io_uring_sqe *sqe = &op->sqe;
-    void *addr = (void *)(uintptr_t)sqe->addr;
-    off_t off = (off_t)sqe->off;
-    ssize_t n;
-    switch (sqe->opcode) {
-    case IORING_OP_READ:
-        n = read_plain(sqe->fd, addr, sqe->len, off);
-        break;
-    case IORING_OP_WRITE:
-        n = write_plain(sqe->fd, addr, sqe->len, off);
-        break;
-    case IORING_OP_OPENAT:
-        n = openat(sqe->fd, (const char *)addr, (int)sqe->open_flags | O_LARGEFILE,
-                   (mode_t)sqe->len);
-        break;
-    case IORING_OP_STATX:
-        n = statx(sqe->fd, (const char *)addr, (int)sqe->statx_flags, sqe->len,
-                  (struct statx *)(uintptr_t)sqe->off);
-        break;
-    case IORING_OP_FSYNC:
-        n = (sqe->fsync_flags & IORING_FSYNC_DATASYNC) ? fdatasync(sqe->fd) : fsync(sqe->fd);
-        break;
-    case UL_OP_FTRUNCATE:
-        n = ftruncate(sqe->fd, (off_t)sqe->off);
-        break;
-    case IORING_OP_SPLICE: {
-        loff_t in_off = (loff_t)sqe->splice_off_in, out_off = (loff_t)sqe->off;
-        n = splice(sqe->splice_fd_in, in_off == -1 ? NULL : &in_off,
-                   sqe->fd, out_off == -1 ? NULL : &out_off, sqe->len,
-                   sqe->splice_flags & ~SPLICE_F_NONBLOCK);
-        break;
-    }
-    default:
-        errno = EINVAL;
-        n = -1;
-    }
-    return n < 0 ? -errno : (int)n;
-}
-
-static void pool_release(ul_pool *p)
-{
-    /* (called with p->mu held) */
-    int last = --p->refs == 0;
-    pthread_mutex_unlock(&p->mu);
-    if (last) {
-        ul_rop *op;
-        while ((op = p->done_head)) {       /* finished after the driver went */
-            p->done_head = op->rnext;
-            free(op);
-        }
-        close(p->wake_fd);
-        pthread_cond_destroy(&p->cv);
-        pthread_mutex_destroy(&p->mu);
-        free(p);
-    }
-}
-
-static void *worker_main(void *arg)
-{
-    ul_pool *p = arg;
-    uint64_t one = 1;
-    pthread_mutex_lock(&p->mu);
-    for (;;) {
-        ul_rop *op;
-        while (!p->queue_head && !p->stop) {
-            p->idle++;
-            pthread_cond_wait(&p->cv, &p->mu);
-            p->idle--;
-        }
-        if (p->stop)
-            break;
-        op = p->queue_head;
-        p->queue_head = op->rnext;
-        if (!p->queue_head)
-            p->queue_tail = NULL;
-        op->where = W_RUNNING;
-        pthread_mutex_unlock(&p->mu);
-        op->res = run_blocking(op);
-        pthread_mutex_lock(&p->mu);
-        fifo_push(&p->done_head, &p->done_tail, op);
-        if (!p->stop && write(p->wake_fd, &one, sizeof(one)) < 0) {
-            /* (an eventfd write fails only at its counter's limit: already woken) */
-        }
-    }
-    p->threads--;
-    pool_release(p);
-    return NULL;
-}
+/* ---- the driver's threads (threads.c) ------------------------------- */
 
 static void to_thread(ul_ready *d, ul_rop *op)
 {
-    ul_pool *p = d->pool;
-    pthread_t t;
-    pthread_attr_t attr;
     detach(d, op);
-    pthread_mutex_lock(&p->mu);
-    fifo_push(&p->queue_head, &p->queue_tail, op);
-    op->where = W_QUEUED;
-    if (p->idle == 0 && p->threads < MAX_THREADS) {
-        /* A thread takes no signal (it inherits this mask): one delivered
-         * there would cut its system call short with EINTR, which the
-         * kernel's io-wq never answers. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-        if (pthread_create(&t, &attr, worker_main, p) == 0) {
-            p->threads++;
-            p->refs++;
-        }
-        pthread_attr_destroy(&attr);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-    }
-    pthread_cond_signal(&p->cv);
-    if (p->threads == 0) {
+    op->job.sqe = &op->sqe;
+    op->where = W_THREAD;
+    if (ul_pool_push(d->pool, &op->job) < 0) {
         /* no thread could be made: run it here rather than never */
-        p->queue_head = p->queue_tail = NULL;
-        pthread_mutex_unlock(&p->mu);
         op->where = W_NONE;
-        finish(d, op, run_blocking(op), 0);
-        return;
+        finish(d, op, ul_job_run(&op->sqe), 0);
     }
-    pthread_mutex_unlock(&p->mu);
 }
 
 static void collect_threads(ul_ready *d)
 {
-    ul_pool *p = d->pool;
-    ul_rop *op;
-    uint64_t count;
-    if (read(p->wake_fd, &count, sizeof(count)) < 0) {
-        /* EAGAIN: another collect took the count */
-    }
-    pthread_mutex_lock(&p->mu);
-    op = p->done_head;
-    p->done_head = p->done_tail = NULL;
-    pthread_mutex_unlock(&p->mu);
-    while (op) {
-        ul_rop *next = op->rnext;
+    ul_job *job = ul_pool_finished(d->pool);
+    while (job) {
+        ul_job *next = job->next;
+        ul_rop *op = OP_OF_JOB(job);
         op->where = W_NONE;
-        finish(d, op, op->res, 0);
-        op = next;
+        finish(d, op, job->res, 0);
+        job = next;
     }
+}
+
+/* A job the pool lets go of when the driver is gone: its request. */
+static void drop_job(ul_job *job)
+{
+    free(OP_OF_JOB(job));
 }
 
 /* ---- issuing ---------------------------------------------------------- */
@@ -1248,7 +1103,7 @@ int ul_ready_enter(ul_ring *r, unsigned wait_nr, int64_t timeout_ns, int submit_
             return -errno;
         }
         for (i = 0; i < n; i++) {
-            if (evs[i].data.fd == d->pool->wake_fd)
+            if (evs[i].data.fd == ul_pool_fd(d->pool))
                 collect_threads(d);
             else
                 on_event(d, evs[i].data.fd, evs[i].events);
@@ -1275,37 +1130,26 @@ static unsigned pow2_at_least(unsigned n)
 int ul_ready_init(ul_ring *r, unsigned entries, unsigned cq_entries)
 {
     ul_ready *d;
-    ul_pool *p;
     struct epoll_event ev;
 
     memset(r, 0, sizeof(*r));
     r->fd = -1;
     d = calloc(1, sizeof(*d));
-    p = calloc(1, sizeof(*p));
-    if (!d || !p) {
-        free(d);
-        free(p);
+    if (!d)
         return -ENOMEM;
-    }
-    d->pool = p;
-    p->refs = 1;
-    p->wake_fd = -1;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
     r->driver = d;
     d->ring = r;
     d->pid = getpid();
     d->epfd = epoll_create1(EPOLL_CLOEXEC);
-    p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (d->epfd < 0 || p->wake_fd < 0) {
+    if (d->epfd < 0 || !(d->pool = ul_pool_new(drop_job))) {
         int err = errno;
         ul_ready_exit(r);
         return -err;
     }
     memset(&ev, 0, sizeof(ev));
     ev.events = EPOLLIN;
-    ev.data.fd = p->wake_fd;
-    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, p->wake_fd, &ev) < 0 || hash_grow(d) < 0) {
+    ev.data.fd = ul_pool_fd(d->pool);
+    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0 || hash_grow(d) < 0) {
         int err = errno ? errno : ENOMEM;
         ul_ready_exit(r);
         return -err;
@@ -1349,7 +1193,7 @@ void ul_ready_exit(ul_ring *r)
         ul_rop *op = d->buckets[i];
         while (op) {
             ul_rop *next = op->hnext;
-            if (op->where != W_RUNNING && op->where != W_QUEUED)
+            if (op->where != W_THREAD)
                 free(op);
             op = next;
         }
@@ -1359,24 +1203,10 @@ void ul_ready_exit(ul_ring *r)
         d->over_head = n->next;
         free(n);
     }
-    if (d->pool && d->pid != getpid()) {
-        /* A forked child letting go of its parent's loop: the threads are
-         * not here, and one may have held the pool's lock when the fork
-         * was made; leave the pool, close this process's copy of its fd. */
-        close(d->pool->wake_fd);
-    } else if (d->pool) {
-        ul_pool *p = d->pool;
-        pthread_mutex_lock(&p->mu);
-        while (p->queue_head) {
-            ul_rop *op = p->queue_head;
-            p->queue_head = op->rnext;
-            free(op);
-        }
-        p->queue_tail = NULL;
-        p->stop = 1;
-        pthread_cond_broadcast(&p->cv);
-        pool_release(p);
-    }
+    if (d->pool && d->pid != getpid())
+        ul_pool_forget(d->pool);    /* a forked child: threads.h */
+    else if (d->pool)
+        ul_pool_stop(d->pool);
     if (d->epfd >= 0)
         close(d->epfd);
     free(d->fds);
