@@ -2,12 +2,18 @@
 default loop, and report pass/fail counts per module.
 
     python3 tests/conformance/run_cpython_suite.py [module ...] [--json FILE]
+    python3 tests/conformance/run_cpython_suite.py --compare RING.json EPOLL.json
 
 Every loop these modules make through asyncio.new_event_loop(), asyncio.run()
 or the default policy is a uringloop.Loop (the default policy class is
 replaced, so the tests' own policy resets keep uringloop).  Modules that
 test one specific stdlib loop class (selector/proactor/unix internals) are
 not in the default list.
+
+--compare reads two --json reports (.ci/run: one on the kernel's ring, one
+under a seccomp filter that refuses io_uring, so on the epoll driver) and
+exits 1, naming them, when a test fails in one and not the other or a
+module ran a different number of tests.
 """
 import asyncio
 import importlib
@@ -55,7 +61,31 @@ def run_module(name, verbosity=0):
     }
 
 
+def compare(first, second):
+    """The differences between two reports, as lines (none: the same)."""
+    with open(first) as f:
+        a = json.load(f)
+    with open(second) as f:
+        b = json.load(f)
+    lines = []
+    for name in sorted(set(a) | set(b)):
+        if name not in a or name not in b:
+            lines.append(f"{name}: only in {first if name in a else second}")
+            continue
+        if a[name]["run"] != b[name]["run"]:
+            lines.append(f"{name}: {a[name]['run']} tests run against {b[name]['run']}")
+        bad_a = set(a[name]["failures"] + a[name]["errors"])
+        bad_b = set(b[name]["failures"] + b[name]["errors"])
+        lines += [f"{name}: fails only in {first}: {t}" for t in sorted(bad_a - bad_b)]
+        lines += [f"{name}: fails only in {second}: {t}" for t in sorted(bad_b - bad_a)]
+    return lines
+
+
 def main(argv):
+    if argv[:1] == ["--compare"]:
+        differences = compare(argv[1], argv[2])
+        print("\n".join(differences) or "the same results")
+        sys.exit(1 if differences else 0)
     out = None
     if "--json" in argv:
         i = argv.index("--json")
