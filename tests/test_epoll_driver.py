@@ -273,3 +273,31 @@ def test_a_signal_does_not_cut_short_a_driver_threads_blocking_call(monkeypatch,
     finally:
         loop.close()
         signal.signal(signal.SIGUSR1, old)
+
+
+def test_the_epoll_drivers_threads_end_when_idle(monkeypatch, tmp_path):
+    """The driver's threads for blocking work end after some seconds
+    without any (as io-wq's workers do, after 5), so a process that opened
+    a few files at start does not carry them -- into a fork(), say -- for
+    the rest of its life; the next blocking request starts one again."""
+    monkeypatch.setenv("URINGLOOP_DRIVER", "epoll")
+    before = set(os.listdir("/proc/self/task"))
+    loop = uringloop.new_event_loop()
+
+    def threads():
+        return len(set(os.listdir("/proc/self/task")) - before)
+
+    async def write(name):
+        async with uringloop.open(tmp_path / name, "w") as f:    # O_CREAT: a thread
+            await f.write("x")
+
+    async def main():
+        await write("a")
+        assert threads() >= 1
+        await until(lambda: threads() == 0, "the idle threads' end", timeout=30)
+        await write("b")
+        return (tmp_path / "b").read_text()
+    try:
+        assert loop.run_until_complete(main()) == "x"
+    finally:
+        loop.close()

@@ -3,8 +3,9 @@
  *
  * A queue of jobs, a list of finished ones and an eventfd that wakes the
  * driver's epoll, under one lock.  Threads start as jobs come, while none
- * is idle, up to MAX_THREADS, and take no signal.  The pool is shared by
- * the driver and its threads and freed by the last of them to let go.
+ * is idle, up to MAX_THREADS, take no signal, and end after IDLE_SECONDS
+ * without a job, as io-wq's workers do.  The pool is shared by the driver
+ * and its threads and freed by the last of them to let go.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,11 +15,13 @@
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "threads.h"
 
 #define MAX_THREADS 4
+#define IDLE_SECONDS 5          /* io-wq's WORKER_IDLE_TIMEOUT */
 
 struct ul_pool {
     pthread_mutex_t mu;
@@ -102,8 +105,12 @@ ul_pool *ul_pool_new(void (*drop)(ul_job *))
         errno = err;
         return NULL;
     }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
     p->drop = drop;
     p->refs = 1;
     return p;
@@ -139,12 +146,16 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&p->mu);
     for (;;) {
         ul_job *job;
-        while (!p->queue_head && !p->stop) {
+        int waited = 0;
+        while (!p->queue_head && !p->stop && waited != ETIMEDOUT) {
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            until.tv_sec += IDLE_SECONDS;
             p->idle++;
-            pthread_cond_wait(&p->cv, &p->mu);
+            waited = pthread_cond_timedwait(&p->cv, &p->mu, &until);
             p->idle--;
         }
-        if (p->stop)
+        if (p->stop || !p->queue_head)      /* stopped, or idle too long */
             break;
         job = p->queue_head;
         p->queue_head = job->next;
