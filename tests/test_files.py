@@ -662,7 +662,11 @@ def test_a_cancelled_open_leaves_no_file_open(any_loop, tmp_path):
             f = await cancel_after(opening(), spins)
             if f is not None:
                 await f.close()
-        # a thread's open ends too (the stdlib loop's, or a fallback's)
+        # a thread's open ends too (the stdlib loop's, or a fallback's):
+        # once the executor's threads are done, whatever they opened is
+        # closed by its delivery to the loop (until() alone could pass
+        # before a late thread had opened anything)
+        await asyncio.get_running_loop().shutdown_default_executor()
         await until(lambda: set(os.listdir('/proc/self/fd')) <= before,
                     "every opened file closed")
     run(any_loop, main())
