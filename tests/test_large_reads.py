@@ -144,9 +144,14 @@ def test_pause_in_direct_reads_leaves_the_data_in_the_socket():
         proto.transport.pause_reading()
         rest = payload(64 * MIB, seed=5)
         sending = loop.create_task(send_all(loop, client, rest))
-        # (until a megabyte waits for the paused transport: a fixed sleep
-        # could end on a loaded machine before any had come)
-        await until_held(proto.transport, MIB, delivered=len(proto.data), timeout=30)
+        # (until a megabyte waits for the paused transport, or half of what
+        # the socket's receive buffer holds if that is less -- autotuning
+        # left it at 1.2-1.9 MB here, which may hold under a megabyte: a
+        # fixed sleep could end on a loaded machine before any had come)
+        sock = proto.transport.get_extra_info("socket")
+        rcvbuf = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        await until_held(proto.transport, min(MIB, rcvbuf // 2), delivered=len(proto.data),
+                         timeout=30)
         assert len(proto.data) == len(first)        # nothing read while paused
         assert not sending.done()                   # the peer is held back by TCP
         proto.transport.resume_reading()
