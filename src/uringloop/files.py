@@ -33,7 +33,6 @@ import asyncio
 import codecs
 import collections
 import errno
-import importlib
 import io
 import locale
 import os
@@ -44,11 +43,10 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar, Union, overload
 
-try:
-    core = importlib.import_module(".core", __package__)
-except ModuleNotFoundError as _exc:     # installed without the extension (_pure.py)
-    if _exc.name != __package__ + ".core":
-        raise
+# the extension as uringloop/__init__.py found it, or None where the
+# package was installed without it (_pure.py stands in)
+from . import _core as core
+if core is None:
     from . import _pure as core
 
 if TYPE_CHECKING:
