@@ -285,7 +285,7 @@ static int watch_fd(ul_ready *d, int fd)
 }
 
 /* The queues linked by rnext (the ready list, the issue queue): append
- * op; take op out (1 if it was there). */
+ * op; take op out (if it is there). */
 static void fifo_push(ul_rop **head, ul_rop **tail, ul_rop *op)
 {
     op->rnext = NULL;
@@ -296,7 +296,7 @@ static void fifo_push(ul_rop **head, ul_rop **tail, ul_rop *op)
     *tail = op;
 }
 
-static int fifo_remove(ul_rop **head, ul_rop **tail, ul_rop *op)
+static void fifo_remove(ul_rop **head, ul_rop **tail, ul_rop *op)
 {
     ul_rop **p = head, *prev = NULL;
     while (*p && *p != op) {
@@ -304,11 +304,10 @@ static int fifo_remove(ul_rop **head, ul_rop **tail, ul_rop *op)
         p = &(*p)->rnext;
     }
     if (!*p)
-        return 0;
+        return;
     *p = op->rnext;
     if (*tail == op)
         *tail = prev;
-    return 1;
 }
 
 static void ready_remove(ul_ready *d, ul_rop *op)
@@ -610,6 +609,19 @@ static int do_send(ul_ready *d, ul_rop *op)
     return end(d, op, n < 0 ? -errno : (int)n, 0);
 }
 
+/* Wait for `want` on op's fd, or, where epoll refuses the fd (a regular
+ * file: EPERM), hand op to a thread: WAIT, or DONE when op went to a thread
+ * or ended with the error that kept it from waiting. */
+static int wait_or_thread(ul_ready *d, ul_rop *op, unsigned want)
+{
+    int ret = wait_on_fd(d, op, want);
+    if (ret == -EPERM) {
+        to_thread(d, op);
+        return DONE;
+    }
+    return ret < 0 ? end(d, op, ret, 0) : WAIT;
+}
+
 static int do_rw(ul_ready *d, ul_rop *op)
 {
     struct io_uring_sqe *sqe = &op->sqe;
@@ -617,7 +629,7 @@ static int do_rw(ul_ready *d, ul_rop *op)
     struct iovec iov = { (void *)(uintptr_t)sqe->addr, sqe->len };
     off_t off = (off_t)sqe->off;
     ssize_t n;
-    int ret, fl;
+    int fl;
     for (;;) {
         if (op->mode & M_PLAIN_RW)
             n = writing ? ul_write_at(sqe->fd, iov.iov_base, iov.iov_len, off)
@@ -633,13 +645,8 @@ static int do_rw(ul_ready *d, ul_rop *op)
     if (errno == EOPNOTSUPP && !(op->mode & M_PLAIN_RW)) {
         /* no RWF_NOWAIT for this file: a pollable one is read or written
          * when ready, any other one in a thread */
-        ret = wait_on_fd(d, op, writing ? EPOLLOUT : EPOLLIN);
-        if (ret == -EPERM) {
-            to_thread(d, op);
+        if (wait_or_thread(d, op, writing ? EPOLLOUT : EPOLLIN) == DONE)
             return DONE;
-        }
-        if (ret < 0)
-            return end(d, op, ret, 0);
         op->mode |= M_PLAIN_RW;
         struct pollfd p = { sqe->fd, (short)(writing ? POLLOUT : POLLIN), 0 };
         if (poll(&p, 1, 0) > 0)
@@ -648,13 +655,8 @@ static int do_rw(ul_ready *d, ul_rop *op)
     }
     if (errno != EAGAIN)
         return end(d, op, -errno, 0);
-    ret = wait_on_fd(d, op, writing ? EPOLLOUT : EPOLLIN);
-    if (ret == -EPERM) {                /* a regular file: the disk */
-        to_thread(d, op);
-        return DONE;
-    }
-    if (ret < 0)
-        return end(d, op, ret, 0);
+    if (wait_or_thread(d, op, writing ? EPOLLOUT : EPOLLIN) == DONE)
+        return DONE;                    /* (a regular file: to the disk) */
     fl = fcntl(sqe->fd, F_GETFL);
     if (fl >= 0 && (fl & O_NONBLOCK)) {
         /* io_uring answers -EAGAIN for an O_NONBLOCK file (design.md, fact 7) */
@@ -901,7 +903,6 @@ static int open_first(ul_ready *d, ul_rop *op)
     unsigned flags = sqe->open_flags;
     struct { uint64_t flags, mode, resolve; } how;
     long fd;
-    int fl;
     if (d->no_openat2 || (flags & (O_CREAT | O_TRUNC | __O_TMPFILE)))
         return AGAIN;
     how.flags = flags | O_NONBLOCK | O_LARGEFILE;
@@ -918,8 +919,10 @@ static int open_first(ul_ready *d, ul_rop *op)
             return AGAIN;
         return end(d, op, -errno, 0);
     }
-    if (!(flags & O_NONBLOCK) && (fl = fcntl((int)fd, F_GETFL)) >= 0)
-        fcntl((int)fd, F_SETFL, fl & ~O_NONBLOCK);
+    /* (F_SETFL takes the status flags asked for: the file has just these
+     * and O_NONBLOCK) */
+    if (!(flags & O_NONBLOCK))
+        fcntl((int)fd, F_SETFL, (int)flags);
     return end(d, op, (int)fd, 0);
 }
 
