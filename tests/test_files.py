@@ -1062,3 +1062,30 @@ def test_a_fifo_opens_for_reading_without_waiting_for_a_writer(tmp_path):
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         except OSError:
             pass
+
+
+def test_an_append_only_file_opens_blocking_as_the_builtin_opens_it(tmp_path):
+    """A file marked append-only (chattr +a) opened for reading: its
+    descriptor is blocking, as the builtin open() makes it, on either
+    driver (the epoll driver's first, non-blocking try cannot clear
+    O_NONBLOCK there -- EPERM -- and leaves the open to its thread)."""
+    import fcntl
+    import shutil
+    import subprocess
+    path = tmp_path / "log"
+    path.write_bytes(b"kept")
+    if shutil.which("chattr") is None or subprocess.run(
+            ["chattr", "+a", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +a is refused here (not root, or a file system without it)")
+    loop = uringloop.new_event_loop()
+
+    async def main():
+        async with uringloop.open(path, "rb") as f:
+            return bool(fcntl.fcntl(f.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK), await f.read()
+    try:
+        with open(path, "rb") as f:
+            builtin = bool(fcntl.fcntl(f.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK), f.read()
+        assert loop.run_until_complete(main()) == builtin == (False, b"kept")
+    finally:
+        loop.close()
+        subprocess.run(["chattr", "-a", str(path)], capture_output=True)

@@ -920,9 +920,12 @@ static int open_first(ul_ready *d, ul_rop *op)
         return end(d, op, -errno, 0);
     }
     /* (F_SETFL takes the status flags asked for: the file has just these
-     * and O_NONBLOCK) */
-    if (!(flags & O_NONBLOCK))
-        fcntl((int)fd, F_SETFL, (int)flags);
+     * and O_NONBLOCK.)  Where O_NONBLOCK cannot be cleared (an append-only
+     * file opened without O_APPEND: EPERM), the thread's open answers. */
+    if (!(flags & O_NONBLOCK) && fcntl((int)fd, F_SETFL, (int)flags) < 0) {
+        close((int)fd);
+        return AGAIN;
+    }
     return end(d, op, (int)fd, 0);
 }
 
